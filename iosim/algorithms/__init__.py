@@ -1,0 +1,27 @@
+"""Schedule generators, one module per algorithm, behind one entry point."""
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..errors import IosimError
+from ..hardware import load_gpu
+
+ALGORITHMS = ("standard", "fa1", "fa2", "fa3")
+TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
+
+
+def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
+    """The Schedule of `algorithm` for `problem` on `gpu`.
+
+    overrides: block_q, block_kv, stages, warps (applied to every pass), or the same keys
+    prefixed with bwd_ (backward pass only).
+    """
+    if algorithm not in ALGORITHMS:
+        raise IosimError(f"unknown algorithm {algorithm!r}; choose from: {', '.join(ALGORITHMS)}")
+    unknown = set(overrides) - set(TILING_KEYS) - {"bwd_" + k for k in TILING_KEYS}
+    if unknown:
+        raise IosimError(f"unknown tiling option(s): {', '.join(sorted(unknown))}")
+    fwd = {k: overrides.get(k) for k in TILING_KEYS}
+    bwd = {k: overrides.get("bwd_" + k, overrides.get(k)) for k in TILING_KEYS}
+    module = import_module(f".{algorithm}", __name__)
+    return module.build(problem, load_gpu(gpu), fwd, bwd)

@@ -1,0 +1,207 @@
+"""Tile arithmetic shared by the schedule generators: block counts, causal block ranges,
+ragged edges, and the check that a tiling fits the GPU."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import IosimError
+
+STAT_BYTES = 4  # m, l, log-sum-exp and D are fp32 per row
+ACC_BYTES = 4   # fp32 accumulators (dQ accumulation buffer)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def rows_in_block(i: int, block: int, length: int) -> int:
+    """Valid rows of block i (the last block of a ragged length is short)."""
+    return max(0, min(block, length - i * block))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run [start, stop) of blocks processed identically."""
+
+    start: int
+    stop: int
+    masked: bool   # partially masked by causality: the kernel applies the mask elementwise
+    ragged: bool   # the block is the short last one
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.start
+
+
+def _split_ragged(start: int, stop: int, masked: bool, n_blocks: int, ragged_last: bool):
+    if stop <= start:
+        return []
+    if ragged_last and stop == n_blocks:
+        out = []
+        if stop - 1 > start:
+            out.append(Segment(start, stop - 1, masked, False))
+        out.append(Segment(stop - 1, stop, masked, True))
+        return out
+    return [Segment(start, stop, masked, False)]
+
+
+def block_kind(problem, i: int, j: int, block_q: int, block_kv: int) -> str:
+    """'skip', 'full' or 'partial' for Q block i against KV block j (reference, elementwise
+    reasoning on corners; used by tests and by the generators through the range functions)."""
+    if not problem.causal:
+        return "full"
+    off = problem.causal_offset
+    r0 = i * block_q
+    r1 = min(problem.seq_q, r0 + block_q)
+    c0 = j * block_kv
+    c1 = min(problem.seq_kv, c0 + block_kv)
+    if c0 > r1 - 1 + off:
+        return "skip"
+    if c1 - 1 <= r0 + off:
+        return "full"
+    return "partial"
+
+
+def kv_segments(problem, i: int, block_q: int, block_kv: int) -> list[Segment]:
+    """KV blocks that Q block i must visit, in increasing order, as uniform segments."""
+    n_kv = ceil_div(problem.seq_kv, block_kv)
+    ragged = problem.seq_kv % block_kv != 0
+    if not problem.causal:
+        return _split_ragged(0, n_kv, False, n_kv, ragged)
+    off = problem.causal_offset
+    r0 = i * block_q
+    r1 = min(problem.seq_q, r0 + block_q)
+    last_col = r1 - 1 + off                  # largest key any row of the block may see
+    j_stop = 0 if last_col < 0 else min(n_kv, last_col // block_kv + 1)
+    first_col = r0 + off                     # largest key the block's first row may see
+    j_full = 0 if first_col + 1 < 0 else min(n_kv, (first_col + 1) // block_kv)
+    if j_full == n_kv - 1 and problem.seq_kv - 1 <= first_col:
+        j_full = n_kv
+    j_full = min(j_full, j_stop)
+    return (_split_ragged(0, j_full, False, n_kv, ragged)
+            + _split_ragged(j_full, j_stop, True, n_kv, ragged))
+
+
+def q_segments(problem, j: int, block_q: int, block_kv: int) -> list[Segment]:
+    """Q blocks that attend KV block j, in increasing order, as uniform segments
+    (`ragged` marks the short last Q block)."""
+    n_q = ceil_div(problem.seq_q, block_q)
+    ragged = problem.seq_q % block_q != 0
+    if not problem.causal:
+        return _split_ragged(0, n_q, False, n_q, ragged)
+    off = problem.causal_offset
+    c0 = j * block_kv
+    c1 = min(problem.seq_kv, c0 + block_kv)
+
+    def first(pred) -> int:  # smallest i in [0, n_q] with pred(i); pred is monotone
+        lo, hi = 0, n_q
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # Q block i attends KV block j once its last row sees key c0
+    i_first = first(lambda i: min(problem.seq_q, (i + 1) * block_q) - 1 + off >= c0)
+    # ... and without a mask once its first row sees key c1 − 1
+    i_full = max(i_first, first(lambda i: i * block_q + off >= c1 - 1))
+    return (_split_ragged(i_first, i_full, True, n_q, ragged)
+            + _split_ragged(i_full, n_q, False, n_q, ragged))
+
+
+def check_fits(gpu, what: str, smem_bytes: int, registers_per_thread: int, threads: int,
+               suggestion: str = "") -> None:
+    """Refuse a tiling the GPU cannot hold, in one line that says what would fit."""
+    hint = f"; {suggestion}" if suggestion else ""
+    if smem_bytes > gpu.shared_memory_per_block_bytes:
+        raise IosimError(
+            f"{what} needs {smem_bytes:,} B of shared memory per CTA but {gpu.short_name} allows "
+            f"{gpu.shared_memory_per_block_bytes:,} B{hint}")
+    if registers_per_thread > gpu.registers_per_thread_max:
+        raise IosimError(
+            f"{what} needs ~{registers_per_thread} registers per thread but {gpu.short_name} allows "
+            f"{gpu.registers_per_thread_max}{hint}")
+    if registers_per_thread * threads > gpu.registers_per_sm:
+        raise IosimError(
+            f"{what} needs {registers_per_thread * threads:,} registers per CTA but an SM of "
+            f"{gpu.short_name} has {gpu.registers_per_sm:,}{hint}")
+    if threads > 1024:
+        raise IosimError(f"{what} uses {threads} threads per CTA; CUDA allows at most 1024{hint}")
+
+
+def occupancy(gpu, launch) -> int:
+    """CTAs one SM holds at once, limited by shared memory, registers, threads and slots."""
+    limits = [gpu.ctas_per_sm_max, gpu.threads_per_sm_max // launch.threads_per_cta]
+    if launch.smem_bytes_per_cta:
+        # CUDA reserves 1 KB of shared memory per resident block on CC 8.x/9.x (Programming Guide)
+        limits.append(gpu.shared_memory_per_sm_bytes // (launch.smem_bytes_per_cta + 1024))
+    regs = launch.registers_per_thread * launch.threads_per_cta
+    if regs:
+        limits.append(gpu.registers_per_sm // regs)
+    return max(0, min(limits))
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Tile shape and pipelining of one pass (forward or backward) of an algorithm."""
+
+    block_q: int
+    block_kv: int
+    stages: int = 2
+    warps: int = 4
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def describe(self) -> str:
+        return f"{self.block_q}×{self.block_kv}, {self.stages} stage(s), {self.warps} warps"
+
+
+def validate_tiling(t: Tiling) -> None:
+    for name in ("block_q", "block_kv", "stages", "warps"):
+        v = getattr(t, name)
+        if not isinstance(v, int) or v <= 0:
+            raise IosimError(f"{name.replace('_', '-')} must be a positive integer, got {v!r}")
+    for name in ("block_q", "block_kv"):
+        if getattr(t, name) % 16:
+            raise IosimError(f"{name.replace('_', '-')} must be a multiple of 16 (tensor-core tile), "
+                             f"got {getattr(t, name)}")
+
+
+def pick_tiling(candidates, fits, overrides: dict) -> Tiling:
+    """The first candidate, with the user's overrides applied, that fits the GPU. If none
+    does, the first one's error, naming a default tiling that would fit."""
+    chosen = {k: v for k, v in overrides.items() if v is not None}
+    first_error = None
+    for cand in candidates:
+        t = Tiling(**{**cand.__dict__, **chosen})
+        validate_tiling(t)
+        try:
+            fits(t)
+            return t
+        except IosimError as exc:
+            first_error = first_error or exc
+    alt = _first_fitting(candidates, fits) if chosen else None
+    suffix = f"; {alt.describe()} would fit" if alt else ""
+    raise IosimError(str(first_error) + suffix)
+
+
+def _first_fitting(candidates, fits):
+    for cand in candidates:
+        try:
+            fits(cand)
+            return cand
+        except IosimError:
+            continue
+    return None
+
+
+def grid_index(cta: int, grid: tuple) -> tuple:
+    """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
+    x = cta % grid[0]
+    y = (cta // grid[0]) % grid[1]
+    z = cta // (grid[0] * grid[1])
+    return x, y, z

@@ -1,0 +1,231 @@
+"""FlashAttention-2: Q blocks in the outer loop, one CTA per (Q block, batch, head).
+
+Forward: Q_i stays in shared memory/registers for the whole KV loop; K_j, V_j stream through
+a `stages`-deep cp.async buffer; O_i accumulates in registers and is written once, with the
+row log-sum-exp saved for the backward pass.
+
+Backward: one CTA per (KV block, batch, head) keeps K_j, V_j and the dK_j, dV_j accumulators
+on chip and streams Q_i, dO_i, LSE_i, D_i; dQ_i is accumulated in fp32 with atomics.
+"""
+from __future__ import annotations
+
+from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, grid_index,
+                     kv_segments, pick_tiling, q_segments, rows_in_block)
+
+REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond the tiles
+
+
+# ---- resources ------------------------------------------------------------------------
+def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
+    """Q tile + `stages` buffers of (K tile + V tile)."""
+    return (t.block_q * d + t.stages * 2 * t.block_kv * d) * eb
+
+
+def fwd_registers(t: Tiling, d: int) -> int:
+    """fp32 O accumulator and S tile spread over the CTA's threads, plus overhead."""
+    return ceil_div(t.block_q * d + t.block_q * t.block_kv, t.threads) + REG_OVERHEAD
+
+
+def bwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
+    """K_j, V_j resident; `stages` buffers of (Q_i, dO_i); P and dS tiles."""
+    return (2 * t.block_kv * d + t.stages * 2 * t.block_q * d + 2 * t.block_q * t.block_kv) * eb
+
+
+def bwd_registers(t: Tiling, d: int) -> int:
+    """fp32 dK, dV accumulators and S, dP tiles spread over the threads, plus overhead."""
+    return ceil_div(2 * t.block_kv * d + 2 * t.block_q * t.block_kv, t.threads) + REG_OVERHEAD
+
+
+FWD_CANDIDATES = (Tiling(128, 128, 2, 4), Tiling(128, 64, 2, 4), Tiling(128, 64, 2, 8),
+                  Tiling(64, 64, 2, 4), Tiling(128, 32, 2, 4), Tiling(64, 32, 1, 4))
+BWD_CANDIDATES = (Tiling(128, 128, 2, 8), Tiling(64, 128, 2, 8), Tiling(64, 64, 2, 8),
+                  Tiling(64, 64, 1, 8), Tiling(32, 64, 1, 4))
+
+
+def fwd_tiling(problem, gpu, **overrides) -> Tiling:
+    d, eb = problem.head_dim, problem.elem_bytes
+
+    def fits(t: Tiling):
+        check_fits(gpu, f"fa2 forward tiling {t.describe()} at d={d}",
+                   fwd_smem_bytes(t, d, eb), fwd_registers(t, d), t.threads)
+    return pick_tiling(FWD_CANDIDATES, fits, overrides)
+
+
+def bwd_tiling(problem, gpu, **overrides) -> Tiling:
+    d, eb = problem.head_dim, problem.elem_bytes
+
+    def fits(t: Tiling):
+        check_fits(gpu, f"fa2 backward tiling {t.describe()} at d={d}",
+                   bwd_smem_bytes(t, d, eb), bwd_registers(t, d), t.threads)
+    return pick_tiling(BWD_CANDIDATES, fits, overrides)
+
+
+# ---- forward ------------------------------------------------------------------------
+def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ragged: bool,
+                 var: str = "j") -> tuple:
+    """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it)."""
+    d, eb = problem.head_dim, problem.elem_bytes
+    br, bc = t.block_q, t.block_kv
+    body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
+            Load("V", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
+            Mma("S=QK^T", br, bc, d)]
+    if masked or ragged:
+        body.append(Alu("mask", br * bc))
+    body += [Alu("softmax", 3 * br * bc),      # scale-and-max, subtract, row sum
+             Exp("exp", br * bc + br),         # P = exp(S − m), and α = exp(m_old − m_new)
+             Alu("rescale", br * d),           # O ← α·O
+             Mma("O+=PV", br, d, bc)]
+    return tuple(body)
+
+
+def fwd_program(problem, t: Tiling, b: int, h: int, i: int) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    hk = h // problem.group_size
+    rows_q = rows_in_block(i, t.block_q, problem.seq_q)
+    tail = problem.seq_kv - (ceil_div(problem.seq_kv, t.block_kv) - 1) * t.block_kv
+    prog = [Load("Q", (b, h, i), rows_q, d, rows_q * d * eb)]       # Q_i stays on chip
+    for seg in kv_segments(problem, i, t.block_q, t.block_kv):
+        rows_kv = tail if seg.ragged else t.block_kv
+        prog += loop("j", seg.start, seg.stop,
+                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged))
+    prog += [Alu("normalize", t.block_q * d),
+             Store("O", (b, h, i), rows_q, d, rows_q * d * eb),     # O_i written once
+             Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
+    return tuple(prog)
+
+
+def q_block_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline):
+    """A kernel with grid (Q blocks, batch, heads): the FA-2 forward launch shape."""
+    n_q = ceil_div(problem.seq_q, t.block_q)
+    grid = (n_q, problem.batch, problem.heads_q)
+
+    def program(cta: int) -> tuple:
+        i, b, h = grid_index(cta, grid)
+        return program_of(b, h, i)
+
+    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
+                  classes=tuple((i, problem.batch * problem.heads_q) for i in range(n_q)),
+                  cta_coord=lambda cta: grid_index(cta, grid), pipeline=pipeline,
+                  coord_names=("q_block", "batch", "head"))
+
+
+def forward_kernels(problem, t: Tiling) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    return (q_block_kernel(
+        "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
+        lambda b, h, i: fwd_program(problem, t, b, h, i),
+        Pipeline(stages=t.stages, async_copy=True)),)
+
+
+# ---- backward -----------------------------------------------------------------------
+def preprocess_program(problem, t: Tiling, b, h, i) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows = rows_in_block(i, t.block_q, problem.seq_q)
+    return (Load("O", (b, h, i), rows, d, rows * d * eb),
+            Load("dO", (b, h, i), rows, d, rows * d * eb),
+            Alu("D=rowsum(dO*O)", 2 * t.block_q * d),
+            Store("D", (b, h, i), rows, 1, rows * STAT_BYTES),
+            Store("dQaccum", (b, h, i), rows, d, rows * d * ACC_BYTES))   # zero-fill
+
+
+def bwd_program(problem, t: Tiling, b: int, h: int, j: int) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    br, bc = t.block_q, t.block_kv
+    hk = h // problem.group_size
+    rows_kv = rows_in_block(j, bc, problem.seq_kv)
+    ragged_kv = rows_kv < bc
+    tail_q = problem.seq_q - (ceil_div(problem.seq_q, br) - 1) * br
+    prog = [Load("K", (b, hk, j), rows_kv, d, rows_kv * d * eb),   # K_j, V_j stay on chip
+            Load("V", (b, hk, j), rows_kv, d, rows_kv * d * eb)]
+    for seg in q_segments(problem, j, br, bc):
+        rq = tail_q if seg.ragged else br
+        body = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
+                Load("dO", (b, h, "i"), rq, d, rq * d * eb),
+                Load("LSE", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+                Load("D", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+                Mma("S=QK^T", br, bc, d)]
+        if seg.masked or ragged_kv or seg.ragged:
+            body.append(Alu("mask", br * bc))
+        body += [Exp("P=exp(S-LSE)", br * bc),
+                 Alu("P", br * bc),
+                 Mma("dV+=P^T dO", bc, d, br),
+                 Mma("dP=dO V^T", br, bc, d),
+                 Alu("dS=P*(dP-D)", 2 * br * bc),
+                 Mma("dK+=dS^T Q", bc, d, br),
+                 Mma("dQ=dS K", br, d, bc),
+                 Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True)]
+        prog += loop("i", seg.start, seg.stop, body)
+    dk = "dK" if problem.group_size == 1 else "dK_expanded"
+    dv = "dV" if problem.group_size == 1 else "dV_expanded"
+    prog += [Alu("scale dK", bc * d),
+             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb),
+             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb)]
+    return tuple(prog)
+
+
+def convert_dq_program(problem, t: Tiling, b, h, i) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows = rows_in_block(i, t.block_q, problem.seq_q)
+    return (Load("dQaccum", (b, h, i), rows, d, rows * d * ACC_BYTES),
+            Alu("scale dQ", t.block_q * d),
+            Store("dQ", (b, h, i), rows, d, rows * d * eb))
+
+
+def reduce_dkv_program(problem, t: Tiling, b, hk, j) -> tuple:
+    """GQA: sum the per-query-head dK, dV of one KV head's group."""
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows = rows_in_block(j, t.block_kv, problem.seq_kv)
+    g = problem.group_size
+    body = (Load("dK_expanded", (b, "g", j), rows, d, rows * d * eb),
+            Load("dV_expanded", (b, "g", j), rows, d, rows * d * eb),
+            Alu("sum", 2 * t.block_kv * d))
+    return (*loop("g", hk * g, hk * g + g, body),
+            Store("dK", (b, hk, j), rows, d, rows * d * eb),
+            Store("dV", (b, hk, j), rows, d, rows * d * eb))
+
+
+def kv_block_kernel(name, problem, t: Tiling, heads: int, smem: int, regs: int, program_of,
+                    pipeline):
+    n_kv = ceil_div(problem.seq_kv, t.block_kv)
+    grid = (n_kv, problem.batch, heads)
+
+    def program(cta: int) -> tuple:
+        j, b, h = grid_index(cta, grid)
+        return program_of(b, h, j)
+
+    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
+                  classes=tuple((j, problem.batch * heads) for j in range(n_kv)),
+                  cta_coord=lambda cta: grid_index(cta, grid), pipeline=pipeline,
+                  coord_names=("kv_block", "batch", "head"))
+
+
+def backward_kernels(problem, t: Tiling) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    elementwise = Pipeline(stages=1)
+    small = Tiling(t.block_q, t.block_kv, 1, 4)
+    kernels = [
+        q_block_kernel("fa2_bwd_preprocess", problem, small, 0, 32,
+                       lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
+        kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
+                        bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j),
+                        Pipeline(stages=t.stages, async_copy=True)),
+        q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
+                       lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),
+    ]
+    if problem.group_size > 1:
+        kernels.append(kv_block_kernel(
+            "fa2_bwd_reduce_dkv", problem, small, problem.heads_kv, 0, 32,
+            lambda b, hk, j: reduce_dkv_program(problem, small, b, hk, j), elementwise))
+    return tuple(kernels)
+
+
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+    tilings, kernels = {}, []
+    if problem.direction in ("fwd", "fwd+bwd"):
+        tilings["fwd"] = fwd_tiling(problem, gpu, **fwd_overrides)
+        kernels += forward_kernels(problem, tilings["fwd"])
+    if problem.direction in ("bwd", "fwd+bwd"):
+        tilings["bwd"] = bwd_tiling(problem, gpu, **bwd_overrides)
+        kernels += backward_kernels(problem, tilings["bwd"])
+    return Schedule("fa2", problem, tilings, tuple(kernels))

@@ -1,0 +1,147 @@
+"""GpuSpec: one GPU's figures, each with its source, loaded from configs/gpus/*.yaml."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import IosimError
+from .paths import GPU_CONFIG_DIR
+
+SHORT_NAMES = {
+    "a100": "a100-sxm4-80gb",
+    "h100": "h100-sxm5-80gb",
+    "h200": "h200-sxm-141gb",
+    "h200-calibrated": "h200-sxm-141gb-calibrated",
+}
+
+
+class TensorRates(BaseModel):
+    """Dense tensor-core throughput in FLOP/s (no sparsity); null where the GPU lacks the type."""
+
+    model_config = ConfigDict(extra="forbid")
+    fp16: float = Field(gt=0)
+    bf16: float = Field(gt=0)
+    tf32: float = Field(gt=0)
+    fp8: Optional[float] = Field(default=None, gt=0)
+
+
+class Features(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    async_copy: bool
+    tma: bool
+    wgmma: bool
+
+
+class GpuSpec(BaseModel):
+    """Figures of one GPU. Every numeric figure must name its source in `sources`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    short_name: str
+    sm_count: int = Field(gt=0)
+    clock_hz: float = Field(gt=0)
+    threads_per_sm_max: int = Field(gt=0)
+    ctas_per_sm_max: int = Field(gt=0)
+    registers_per_sm: int = Field(gt=0)
+    registers_per_thread_max: int = Field(gt=0)
+    shared_memory_per_sm_bytes: int = Field(gt=0)
+    shared_memory_per_block_bytes: int = Field(gt=0)
+    shared_memory_bandwidth_bytes_per_clock_per_sm: float = Field(gt=0)
+    l2_capacity_bytes: int = Field(gt=0)
+    l2_bandwidth_bytes_per_s: float = Field(gt=0)
+    l2_latency_s: float = Field(gt=0)
+    dram_capacity_bytes: int = Field(gt=0)
+    dram_bandwidth_bytes_per_s: float = Field(gt=0)
+    dram_latency_s: float = Field(gt=0)
+    tensor_flops_per_s: TensorRates
+    fp32_flops_per_s: float = Field(gt=0)
+    exp_per_clock_per_sm: float = Field(gt=0)
+    launch_overhead_s: float = Field(ge=0)
+    features: Features
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_figure_has_a_source(self):
+        figures = [k for k in type(self).model_fields
+                   if k not in ("name", "short_name", "sources", "features")]
+        missing = [k for k in figures if not self.sources.get(k, "").strip()]
+        if missing:
+            raise ValueError(f"no source given for: {', '.join(missing)}")
+        unknown = sorted(set(self.sources) - set(figures))
+        if unknown:
+            raise ValueError(f"sources names unknown figures: {', '.join(unknown)}")
+        if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
+            raise ValueError("shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes")
+        return self
+
+    # ---- derived rates -------------------------------------------------------------
+    def tensor_rate(self, dtype: str) -> float:
+        rate = getattr(self.tensor_flops_per_s, dtype, None)
+        if rate is None:
+            raise IosimError(f"{self.name} has no {dtype} tensor cores")
+        return rate
+
+    def tensor_flops_per_s_per_sm(self, dtype: str) -> float:
+        return self.tensor_rate(dtype) / self.sm_count
+
+    @property
+    def exp_per_s(self) -> float:
+        return self.exp_per_clock_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def shared_memory_bandwidth_bytes_per_s(self) -> float:
+        return self.shared_memory_bandwidth_bytes_per_clock_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def alu_ops_per_s(self) -> float:
+        """fp32 elementwise ops per second (one FMA = 2 FLOPs = 1 op)."""
+        return self.fp32_flops_per_s / 2
+
+    def with_(self, **changes) -> "GpuSpec":
+        data = self.model_dump()
+        data.update(changes)
+        return GpuSpec.model_validate(data)
+
+
+def available_gpus() -> list[str]:
+    return sorted(p.stem for p in GPU_CONFIG_DIR.glob("*.yaml"))
+
+
+def _resolve(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise IosimError(f"GPU config file not found: {name_or_path}")
+        return p
+    stem = SHORT_NAMES.get(name_or_path.lower(), name_or_path.lower())
+    candidate = GPU_CONFIG_DIR / f"{stem}.yaml"
+    if not candidate.is_file():
+        raise IosimError(
+            f"unknown GPU {name_or_path!r}; choose one of {', '.join(sorted(SHORT_NAMES))} "
+            f"or give a path to a YAML file")
+    return candidate
+
+
+def load_gpu(name_or_path: "str | GpuSpec") -> GpuSpec:
+    """Load a GpuSpec by short name (a100, h100, h200), config stem, or YAML path."""
+    if isinstance(name_or_path, GpuSpec):
+        return name_or_path
+    path = _resolve(str(name_or_path))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise IosimError(f"malformed YAML in {path}{where}") from None
+    if not isinstance(data, dict):
+        raise IosimError(f"{path} must hold a mapping of GPU figures")
+    try:
+        return GpuSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "spec"
+        raise IosimError(f"invalid GPU config {path.name}: {loc}: {err['msg']}") from None

@@ -1,0 +1,110 @@
+"""AttentionProblem: the shape of one attention call (what is computed, not how)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from .errors import IosimError
+
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
+DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
+SUPPORTED_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    """softmax(Q Kᵀ / √d) V for `batch` × `heads_q` heads.
+
+    Causal masking is aligned to the bottom-right corner (as FlashAttention ≥ 2.1 does):
+    query row r may attend key column c iff c ≤ r + (seq_kv − seq_q).
+    """
+
+    batch: int = 1
+    heads_q: int = 32
+    heads_kv: int | None = None
+    seq_q: int = 4096
+    seq_kv: int | None = None
+    head_dim: int = 128
+    dtype: str = "fp16"
+    causal: bool = False
+    direction: str = "fwd"
+
+    def __post_init__(self):
+        if self.heads_kv is None:
+            object.__setattr__(self, "heads_kv", self.heads_q)
+        if self.seq_kv is None:
+            object.__setattr__(self, "seq_kv", self.seq_q)
+        for name in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise IosimError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.heads_q % self.heads_kv:
+            raise IosimError(
+                f"heads ({self.heads_q}) must be a multiple of kv-heads ({self.heads_kv}) for GQA/MQA")
+        if self.head_dim not in SUPPORTED_HEAD_DIMS:
+            raise IosimError(
+                f"unsupported head dim {self.head_dim}; supported: "
+                + ", ".join(map(str, SUPPORTED_HEAD_DIMS)))
+        if self.dtype not in DTYPE_BYTES:
+            raise IosimError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPE_BYTES)}")
+        if self.direction not in DIRECTIONS:
+            raise IosimError(f"unknown direction {self.direction!r}; choose one of: {', '.join(DIRECTIONS)}")
+
+    # ---- derived sizes -------------------------------------------------------------
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def group_size(self) -> int:
+        """Query heads sharing one KV head (1 = MHA, heads_q = MQA)."""
+        return self.heads_q // self.heads_kv
+
+    @property
+    def causal_offset(self) -> int:
+        return self.seq_kv - self.seq_q
+
+    def q_bytes(self) -> int:
+        return self.batch * self.heads_q * self.seq_q * self.head_dim * self.elem_bytes
+
+    def kv_bytes(self) -> int:
+        """Bytes of K plus V."""
+        return 2 * self.batch * self.heads_kv * self.seq_kv * self.head_dim * self.elem_bytes
+
+    def o_bytes(self) -> int:
+        return self.q_bytes()
+
+    def attended_pairs(self) -> int:
+        """(query, key) pairs that are not masked, per head."""
+        if not self.causal:
+            return self.seq_q * self.seq_kv
+        off = self.causal_offset
+        total = 0
+        # row r attends min(seq_kv, max(0, r + off + 1)) keys; closed form in pieces
+        lo = max(0, -off)          # first row with at least one key
+        hi = min(self.seq_q, self.seq_kv - off)  # rows below hi attend fewer than seq_kv keys
+        if hi > lo:
+            # sum_{r=lo}^{hi-1} (r + off + 1)
+            n = hi - lo
+            total += n * (off + 1) + (lo + hi - 1) * n // 2
+        total += max(0, self.seq_q - max(hi, lo)) * self.seq_kv
+        return total
+
+    def useful_flops_fwd(self) -> int:
+        """Matmul FLOPs of the forward pass on unmasked pairs: 2 GEMMs × 2·d per pair."""
+        return 4 * self.head_dim * self.attended_pairs() * self.batch * self.heads_q
+
+    def useful_flops(self) -> int:
+        fwd = self.useful_flops_fwd()
+        return {"fwd": fwd, "bwd": int(2.5 * fwd), "fwd+bwd": int(3.5 * fwd)}[self.direction]
+
+    def with_(self, **changes) -> "AttentionProblem":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        gqa = f", kv-heads {self.heads_kv}" if self.heads_kv != self.heads_q else ""
+        seq = f"{self.seq_q}" if self.seq_q == self.seq_kv else f"{self.seq_q}×{self.seq_kv}"
+        return (f"batch {self.batch}, heads {self.heads_q}{gqa}, seq {seq}, d {self.head_dim}, "
+                f"{self.dtype}, {'causal' if self.causal else 'non-causal'}, {self.direction}")
