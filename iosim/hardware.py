@@ -111,6 +111,10 @@ def available_gpus() -> list[str]:
     return sorted(p.stem for p in GPU_CONFIG_DIR.glob("*.yaml"))
 
 
+def _known_names() -> list[str]:
+    return sorted(k for k, v in SHORT_NAMES.items() if (GPU_CONFIG_DIR / f"{v}.yaml").is_file())
+
+
 def _resolve(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
@@ -121,7 +125,7 @@ def _resolve(name_or_path: str) -> Path:
     candidate = GPU_CONFIG_DIR / f"{stem}.yaml"
     if not candidate.is_file():
         raise IosimError(
-            f"unknown GPU {name_or_path!r}; choose one of {', '.join(sorted(SHORT_NAMES))} "
+            f"unknown GPU {name_or_path!r}; choose one of {', '.join(_known_names())} "
             f"or give a path to a YAML file")
     return candidate
 

@@ -8,6 +8,8 @@ from .errors import IosimError
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
 DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
 SUPPORTED_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+OPTION_NAMES = {"heads_q": "heads", "heads_kv": "kv-heads", "seq_q": "seq", "seq_kv": "seq-kv",
+                "head_dim": "head-dim", "batch": "batch"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class AttentionProblem:
         for name in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise IosimError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+                raise IosimError(f"{OPTION_NAMES[name]} must be a positive integer, got {value!r}")
         if self.heads_q % self.heads_kv:
             raise IosimError(
                 f"heads ({self.heads_q}) must be a multiple of kv-heads ({self.heads_kv}) for GQA/MQA")

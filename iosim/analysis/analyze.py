@@ -1,0 +1,144 @@
+"""One call from (problem, GPU, algorithm) to everything iosim knows about it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..algorithms import build_schedule
+from ..algorithms.common import occupancy
+from ..hardware import load_gpu
+from .bounds import IoBounds, io_bounds
+from .counters import Counters, count
+from .roofline import Roofline, roofline
+
+MODELS = ("sim", "roofline")
+
+
+@dataclass
+class KernelSummary:
+    name: str
+    grid: tuple
+    ctas: int
+    threads_per_cta: int
+    smem_bytes_per_cta: int
+    registers_per_thread: int
+    ctas_per_sm: int
+    waves: float
+    pipeline: dict
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["grid"] = list(self.grid)
+        return d
+
+
+@dataclass
+class Analysis:
+    algorithm: str
+    gpu: object
+    problem: object
+    schedule: object
+    tiling: dict
+    kernels: list
+    counters: Counters
+    bounds: IoBounds
+    roofline: Roofline
+    simulation: object | None      # iosim.sim result, when model == "sim"
+    model: str
+    predicted_time_s: float
+    bound_by: str
+    dram_read_bytes: int
+    dram_write_bytes: int
+    dram_source: str
+
+    @property
+    def achieved_tflops(self) -> float:
+        return self.counters.useful_flops / self.predicted_time_s / 1e12
+
+    @property
+    def bound_ratio(self) -> float:
+        """Tile-level (L2→SM plus SM→L2) bytes over the Θ-order lower bound."""
+        return self.counters.l2_bytes / self.bounds.lower_bound_bytes
+
+    def to_dict(self) -> dict:
+        """Stable keys; documented in docs/json.md."""
+        from .. import __version__
+        out = {
+            "iosim_version": __version__,
+            "algorithm": self.algorithm,
+            "gpu": self.gpu.short_name,
+            "gpu_name": self.gpu.name,
+            "problem": self.problem.to_dict(),
+            "model": self.model,
+            "tiling": {k: dict(v.__dict__) for k, v in self.tiling.items()},
+            "kernels": [k.to_dict() for k in self.kernels],
+            "counters": self.counters.to_dict(),
+            "dram_read_bytes": self.dram_read_bytes,
+            "dram_write_bytes": self.dram_write_bytes,
+            "dram_source": self.dram_source,
+            "bounds": self.bounds.to_dict(),
+            "bound_ratio": self.bound_ratio,
+            "roofline": self.roofline.to_dict(),
+            "predicted_time_s": self.predicted_time_s,
+            "bound_by": self.bound_by,
+            "achieved_tflops": self.achieved_tflops,
+        }
+        if self.simulation is not None:
+            out["simulation"] = self.simulation.to_dict()
+        return out
+
+
+def summarize_kernels(schedule, gpu) -> list:
+    out = []
+    for k in schedule.kernels:
+        occ = occupancy(gpu, k.launch)
+        waves = k.num_ctas / (occ * gpu.sm_count) if occ else math.inf
+        out.append(KernelSummary(
+            name=k.name, grid=tuple(k.launch.grid), ctas=k.num_ctas,
+            threads_per_cta=k.launch.threads_per_cta,
+            smem_bytes_per_cta=k.launch.smem_bytes_per_cta,
+            registers_per_thread=k.launch.registers_per_thread,
+            ctas_per_sm=occ, waves=waves, pipeline=dict(k.pipeline.__dict__)))
+    return out
+
+
+def _simulate(schedule, gpu, mode):
+    try:
+        from ..sim import simulate
+    except ImportError:  # the simulator is optional until it lands
+        return None
+    return simulate(schedule, gpu, mode=mode)
+
+
+def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
+            sim_mode: str = "fast", **tiling) -> Analysis:
+    """Build the schedule, count it, bound it, put it on the roofline and (model='sim')
+    simulate it."""
+    from ..errors import IosimError
+    if model not in MODELS:
+        raise IosimError(f"unknown model {model!r}; choose from: {', '.join(MODELS)}")
+    gpu = load_gpu(gpu)
+    schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    counters = count(schedule)
+    bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
+    sim = _simulate(schedule, gpu, sim_mode) if model == "sim" else None
+    if sim is not None:
+        dram_read, dram_write = sim.dram_read_bytes, sim.dram_write_bytes
+        dram_source = f"simulated L2 ({sim_mode} mode)"
+    else:
+        dram_read, dram_write = counters.dram_read_bytes, counters.dram_write_bytes
+        dram_source = counters.dram_model
+    roof = roofline(gpu, problem.dtype, counters.mma_flops, counters.exp_count,
+                    counters.alu_ops, dram_read + dram_write, counters.l2_bytes)
+    if sim is not None:
+        predicted, bound_by = sim.time_s, sim.bound_by
+    else:
+        predicted = roof.roofline_time_s + gpu.launch_overhead_s * len(schedule.kernels)
+        bound_by = roof.bound
+    return Analysis(
+        algorithm=algorithm, gpu=gpu, problem=problem, schedule=schedule,
+        tiling=dict(schedule.tiling), kernels=summarize_kernels(schedule, gpu),
+        counters=counters, bounds=bounds, roofline=roof, simulation=sim,
+        model=model if sim is not None else "roofline", predicted_time_s=predicted,
+        bound_by=bound_by, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
+        dram_source=dram_source)

@@ -1,0 +1,79 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from iosim.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_run_json_has_documented_top_level_keys():
+    r = run("run", "--gpu", "h100", "--seq", "2048", "--format", "json", "--model", "roofline")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    for key in ("algorithm", "gpu", "problem", "tiling", "kernels", "counters", "bounds",
+                "roofline", "predicted_time_s", "bound_by", "dram_read_bytes"):
+        assert key in d
+    assert d["problem"]["seq_q"] == 2048 and d["gpu"] == "h100"
+
+
+def test_run_table_names_the_binding_resource():
+    r = run("run", "--seq", "1024", "--model", "roofline")
+    assert r.exit_code == 0
+    assert "bound by" in r.output and "L2 → SM" in r.output
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["run", "--seq", "0"], "seq must be a positive integer"),
+    (["run", "--gpu", "nope"], "unknown GPU"),
+    (["run", "--algo", "fa9"], "unknown algorithm"),
+    (["run", "--head-dim", "100"], "unsupported head dim"),
+    (["run", "--block-q", "512", "--block-kv", "512"], "would fit"),
+    (["run", "--scenario", "no-such-scenario"], "unknown scenario"),
+])
+def test_bad_input_gives_exit_code_2_and_one_line(args, fragment):
+    r = run(*args)
+    assert r.exit_code == 2
+    assert fragment in r.output
+    assert "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_output_file_is_not_overwritten_without_force(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("precious")
+    r = run("run", "--seq", "512", "--format", "json", "--model", "roofline", "-o", str(out))
+    assert r.exit_code == 2 and out.read_text() == "precious"
+    r = run("run", "--seq", "512", "--format", "json", "--model", "roofline", "-o", str(out), "--force")
+    assert r.exit_code == 0 and json.loads(out.read_text())["problem"]["seq_q"] == 512
+
+
+def test_scenario_fields_apply_and_options_override_them():
+    r = run("run", "--scenario", "llama3-8b-prefill-8k", "--format", "json", "--model", "roofline")
+    d = json.loads(r.output)
+    assert (d["problem"]["heads_kv"], d["problem"]["seq_q"], d["problem"]["causal"]) == (8, 8192, True)
+    r = run("run", "--scenario", "llama3-8b-prefill-8k", "--seq", "1024", "--format", "json",
+            "--model", "roofline")
+    assert json.loads(r.output)["problem"]["seq_q"] == 1024
+
+
+def test_csv_has_a_header_and_one_row():
+    r = run("run", "--seq", "512", "--format", "csv", "--model", "roofline")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 2 and "predicted_time_s" in lines[0].split(",")
+
+
+def test_gpus_lists_the_three_bundled_configs():
+    r = run("gpus")
+    assert r.exit_code == 0
+    for stem in ("a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb"):
+        assert stem in r.output
+
+
+def test_same_input_gives_byte_identical_json():
+    a = run("run", "--seq", "3000", "--causal", "--format", "json", "--model", "roofline").output
+    b = run("run", "--seq", "3000", "--causal", "--format", "json", "--model", "roofline").output
+    assert a == b
