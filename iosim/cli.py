@@ -194,7 +194,8 @@ def _register_optional_commands():
     """Commands that live with their subsystems (kernels, measurement, reports, lesson)."""
     import importlib
     for module, name in [("iosim.kernels.cli", "capture"), ("iosim.measure.cli", "measure"),
-                         ("iosim.measure.cli", "calibrate"), ("iosim.measure.cli", "validate"),
+                         ("iosim.measure.calibrate", "calibrate"),
+                         ("iosim.analysis.validate", "validate"),
                          ("iosim.report.cli", "report"), ("iosim.teach.cli", "teach")]:
         try:
             mod = importlib.import_module(module)

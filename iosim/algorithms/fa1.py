@@ -1,0 +1,271 @@
+"""FlashAttention-1 (Dao et al. 2022), Algorithms 1 and 4: KV blocks in the outer loop.
+
+Forward (`fa1_fwd`, Algorithm 1): one CTA per (batch, query head), grid (B, H).
+  - First the CTA writes the initial O = 0 (input dtype), l = 0 and m = −∞ (fp32) of its head
+    to global memory, one Br-row block at a time (Algorithm 1, line 2; counted as stores).
+  - Outer loop over KV blocks j: K_j, V_j are loaded once and stay in shared memory for the
+    whole inner loop.
+  - Inner loop over Q blocks i (causal: only the blocks that see some key of block j, from
+    `q_segments`): load Q_i, O_i, l_i, m_i; S = Q_i K_jᵀ; mask (causal partial or ragged
+    tile); rowmax, P̃ = exp(S − m̃), rowsum; new m, l; O_i ← diag(l_new)⁻¹(diag(l_i)e^{m_i−m_new}
+    O_i + e^{m̃−m_new} P̃ V_j); store O_i, l_i, m_i. O therefore crosses the SM boundary twice
+    per (i, j) pair: the traffic FA-2 removes.
+
+Backward (`fa1_bwd`, Algorithm 4, no dropout): one CTA per (batch, query head).
+  - First the CTA zero-fills its dQ accumulator (fp32, as FA-1's CUDA code keeps dq_accum; the
+    paper's dK = dV = 0 initialisation in HBM is not counted: dK_j, dV_j are accumulated on
+    chip and written whole, so those zeros would never be read).
+  - Outer loop over KV blocks j: K_j, V_j loaded once; dK_j, dV_j accumulate on chip.
+  - Inner loop over Q blocks i: load Q_i, O_i, dO_i, dQ_i, l_i, m_i; recompute S and P from l,
+    m; dV_j += Pᵀ dO_i; dP = dO_i V_jᵀ; D_i = rowsum(dO_i ∘ O_i) recomputed at every step as
+    the paper does (hence O_i is loaded); dS = P∘(dP − D_i); dQ_i += dS K_j read-modify-written
+    in global memory (fp32) at every step; dK_j += dSᵀ Q_i.
+  - After the inner loop dK_j, dV_j are written once (per query head; GQA sums them in a
+    reduce kernel as fa2 does). A final kernel converts dQ from fp32 to the dtype.
+
+Block sizes: the paper's Bc = ⌈M/4d⌉, Br = min(⌈M/4d⌉, d) with M the shared memory per block in
+elements of the dtype, each rounded DOWN to a multiple of 16 (tensor-core tiles; FA-1's CUDA
+implementation uses such tiles too). On an H100 at d = 128, fp16: M = 116,224, ⌈M/4d⌉ = 227,
+so Br × Bc = 128 × 224. The warp count is the first of 4, 8, 16 for which the tiles fit the
+registers. If the paper's sizes do not fit at all (e.g. the backward pass, whose working set
+the paper's asymptotic accounting ignores), Bc and then Br are halved until they fit; the
+schedule's notes say so. `--block-q` / `--block-kv` set Br / Bc directly.
+"""
+from __future__ import annotations
+
+from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, kv_segments,
+                     pick_tiling, q_segments, rows_in_block)
+from .fa2 import REG_OVERHEAD, convert_dq_program, kv_block_kernel, q_block_kernel, \
+    reduce_dkv_program
+
+WARPS = (4, 8, 16)
+
+
+# ---- block sizes and resources --------------------------------------------------------
+def round16(x: int) -> int:
+    return max(16, x // 16 * 16)
+
+
+def paper_blocks(problem, gpu) -> tuple[int, int]:
+    """(Br, Bc) of Algorithm 1, line 1, rounded down to multiples of 16."""
+    m_elems = gpu.shared_memory_per_block_bytes // problem.elem_bytes
+    bc = round16(ceil_div(m_elems, 4 * problem.head_dim))
+    return min(bc, problem.head_dim), bc
+
+
+def candidates(br: int, bc: int, stages: int = 1) -> tuple:
+    """The paper's blocks, then Bc and Br halved in turn; each with 4, 8, 16 warps."""
+    sizes = [(br, bc)]
+    while sizes[-1] != (16, 16):
+        r, c = sizes[-1]
+        sizes.append((r, round16(c // 2)) if c >= r and c > 16 else (round16(r // 2), c))
+    return tuple(Tiling(r, c, stages, w) for r, c in sizes for w in WARPS)
+
+
+def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
+    """K_j, V_j resident; `stages` buffers of (Q_i, O_i, l_i, m_i)."""
+    return 2 * t.block_kv * d * eb + t.stages * (2 * t.block_q * d * eb + 2 * t.block_q * STAT_BYTES)
+
+
+def fwd_registers(t: Tiling, d: int) -> int:
+    """fp32 S tile and P̃V product spread over the threads, plus overhead."""
+    return ceil_div(t.block_q * t.block_kv + t.block_q * d, t.threads) + REG_OVERHEAD
+
+
+def bwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
+    """K_j, V_j resident; `stages` buffers of (Q_i, O_i, dO_i, fp32 dQ_i, l_i, m_i); P, dS."""
+    per_q = 3 * t.block_q * d * eb + t.block_q * d * ACC_BYTES + 2 * t.block_q * STAT_BYTES
+    return 2 * t.block_kv * d * eb + t.stages * per_q + 2 * t.block_q * t.block_kv * eb
+
+
+def bwd_registers(t: Tiling, d: int) -> int:
+    """fp32 dK_j, dV_j accumulators and S, dP tiles over the threads, plus overhead."""
+    return ceil_div(2 * t.block_kv * d + 2 * t.block_q * t.block_kv, t.threads) + REG_OVERHEAD
+
+
+def choose(problem, gpu, direction: str, smem_of, regs_of, overrides: dict):
+    d, eb = problem.head_dim, problem.elem_bytes
+    br, bc = paper_blocks(problem, gpu)
+    cands = candidates(br, bc)
+
+    def fits(t: Tiling):
+        check_fits(gpu, f"fa1 {direction} tiling {t.describe()} at d={d}",
+                   smem_of(t, d, eb), regs_of(t, d), t.threads)
+    t = pick_tiling(cands, fits, overrides)
+    note = ()
+    if (t.block_q, t.block_kv) != (br, bc) and overrides.get("block_q") is None \
+            and overrides.get("block_kv") is None:
+        note = (f"fa1 {direction}: the paper's Br×Bc = {br}×{bc} does not fit {gpu.short_name}; "
+                f"using {t.block_q}×{t.block_kv}",)
+    return t, note
+
+
+# ---- forward ------------------------------------------------------------------------
+def q_blocks(problem, br: int) -> list[tuple[int, int, int]]:
+    """(start, stop, rows) runs of Q blocks: the full ones, then the ragged last one."""
+    n = ceil_div(problem.seq_q, br)
+    tail = rows_in_block(n - 1, br, problem.seq_q)
+    return [(0, n - 1, br), (n - 1, n, tail)] if tail < br else [(0, n, br)]
+
+
+def init_program(problem, br: int, b, h, with_o: bool) -> tuple:
+    """Zero-fill of O (dtype) and l, m (fp32), or of the fp32 dQ accumulator."""
+    d, eb = problem.head_dim, problem.elem_bytes
+    prog = []
+    for start, stop, r in q_blocks(problem, br):
+        body = ((Store("O", (b, h, "i"), r, d, r * d * eb),
+                 Store("l", (b, h, "i"), r, 1, r * STAT_BYTES),
+                 Store("m", (b, h, "i"), r, 1, r * STAT_BYTES)) if with_o else
+                (Store("dQaccum", (b, h, "i"), r, d, r * d * ACC_BYTES),))
+        prog += loop("i", start, stop, body)
+    return tuple(prog)
+
+
+def kv_outer(problem, t: Tiling, b, h, inner_of, after_of=None) -> tuple:
+    """The outer loop over KV blocks j: K_j, V_j loaded once each, then the inner Q loop
+    `inner_of(rows_q, masked, q_ragged, kv_ragged)`, then `after_of(j, rows_kv)`.
+    Non-causal: every j runs the same inner loop, so j is a Loop; causal: one entry per j."""
+    d, eb, bc = problem.head_dim, problem.elem_bytes, t.block_kv
+    hk = h // problem.group_size
+
+    def step(j, rows_kv: int) -> tuple:
+        inner = []
+        for seg in q_segments(problem, j if isinstance(j, int) else 0, t.block_q, bc):
+            rq = rows_in_block(seg.stop - 1, t.block_q, problem.seq_q)
+            inner += loop("i", seg.start, seg.stop, inner_of(rq, seg.masked, seg.ragged,
+                                                              rows_kv < bc))
+        return (Load("K", (b, hk, j), rows_kv, d, rows_kv * d * eb),   # K_j, V_j stay in SRAM
+                Load("V", (b, hk, j), rows_kv, d, rows_kv * d * eb),   # for the whole i loop
+                *inner, *(after_of(j, rows_kv) if after_of else ()))
+
+    prog = []
+    if not problem.causal:
+        for seg in kv_segments(problem, 0, t.block_q, bc):
+            prog += loop("j", seg.start, seg.stop,
+                         step("j", rows_in_block(seg.stop - 1, bc, problem.seq_kv)))
+    else:
+        for j in range(ceil_div(problem.seq_kv, bc)):
+            prog += step(j, rows_in_block(j, bc, problem.seq_kv))
+    return tuple(prog)
+
+
+def fwd_inner(problem, t: Tiling, b, h):
+    d, eb = problem.head_dim, problem.elem_bytes
+    br, bc = t.block_q, t.block_kv
+
+    def body(rq: int, masked: bool, q_ragged: bool, kv_ragged: bool) -> tuple:
+        ops = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
+               Load("O", (b, h, "i"), rq, d, rq * d * eb),
+               Load("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+               Load("m", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+               Mma("S=QK^T", br, bc, d)]
+        if masked or kv_ragged:             # padded Q rows are simply not stored
+            ops.append(Alu("mask", br * bc))
+        ops += [Alu("softmax", 3 * br * bc),       # scale-and-max, subtract, row sum
+                Exp("exp", br * bc + 2 * br),      # P̃, e^{m_i − m_new}, e^{m̃ − m_new}
+                Alu("stats", 4 * br),              # m_new, l_new
+                Mma("PV", br, d, bc),
+                Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
+                Store("O", (b, h, "i"), rq, d, rq * d * eb),
+                Store("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+                Store("m", (b, h, "i"), rq, 1, rq * STAT_BYTES)]
+        return tuple(ops)
+    return body
+
+
+def fwd_program(problem, t: Tiling, b: int, h: int) -> tuple:
+    return init_program(problem, t.block_q, b, h, with_o=True) + \
+        kv_outer(problem, t, b, h, fwd_inner(problem, t, b, h))
+
+
+def head_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline) -> Kernel:
+    """Grid (B, H): one CTA per (batch, query head); all CTAs do the same work."""
+    grid = (problem.batch, problem.heads_q, 1)
+
+    def coord(cta: int) -> tuple:
+        return cta % problem.batch, cta // problem.batch
+
+    def program(cta: int) -> tuple:
+        return program_of(*coord(cta))
+
+    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
+                  classes=((0, problem.batch * problem.heads_q),), cta_coord=coord,
+                  pipeline=pipeline, coord_names=("batch", "head"))
+
+
+# ---- backward -----------------------------------------------------------------------
+def bwd_inner(problem, t: Tiling, b, h):
+    d, eb = problem.head_dim, problem.elem_bytes
+    br, bc = t.block_q, t.block_kv
+
+    def body(rq: int, masked: bool, q_ragged: bool, kv_ragged: bool) -> tuple:
+        ops = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
+               Load("O", (b, h, "i"), rq, d, rq * d * eb),
+               Load("dO", (b, h, "i"), rq, d, rq * d * eb),
+               Load("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES),
+               Load("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+               Load("m", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+               Mma("S=QK^T", br, bc, d)]
+        if masked or q_ragged or kv_ragged:   # padded rows would leak into dK, dV
+            ops.append(Alu("mask", br * bc))
+        ops += [Exp("P=exp(S-m)", br * bc),
+                Alu("P", 2 * br * bc),              # subtract m, divide by l
+                Mma("dV+=P^T dO", bc, d, br),
+                Mma("dP=dO V^T", br, bc, d),
+                Alu("D=rowsum(dO*O)", 2 * br * d),
+                Alu("dS=P*(dP-D)", 2 * br * bc),
+                Mma("dQ+=dS K", br, d, bc),
+                Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES),
+                Mma("dK+=dS^T Q", bc, d, br)]
+        return tuple(ops)
+
+    return body
+
+
+def bwd_after(problem, t: Tiling, b, h):
+    d, eb = problem.head_dim, problem.elem_bytes
+    dk = "dK" if problem.group_size == 1 else "dK_expanded"
+    dv = "dV" if problem.group_size == 1 else "dV_expanded"
+
+    def after(j, rows_kv: int) -> tuple:   # dK_j, dV_j leave the chip once per j
+        return (Alu("scale dK", t.block_kv * d),
+                Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb),
+                Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb))
+    return after
+
+
+def bwd_program(problem, t: Tiling, b: int, h: int) -> tuple:
+    return init_program(problem, t.block_q, b, h, with_o=False) + \
+        kv_outer(problem, t, b, h, bwd_inner(problem, t, b, h), bwd_after(problem, t, b, h))
+
+
+# ---- schedule -----------------------------------------------------------------------
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+    d, eb = problem.head_dim, problem.elem_bytes
+    tilings, kernels, notes = {}, [], ()
+    if problem.direction in ("fwd", "fwd+bwd"):
+        t, note = choose(problem, gpu, "forward", fwd_smem_bytes, fwd_registers,
+                         {"stages": 1, **{k: v for k, v in fwd_overrides.items() if v is not None}})
+        tilings["fwd"], notes = t, notes + note
+        kernels.append(head_kernel("fa1_fwd", problem, t, fwd_smem_bytes(t, d, eb),
+                                   fwd_registers(t, d),
+                                   lambda b, h: fwd_program(problem, t, b, h),
+                                   Pipeline(stages=t.stages)))
+    if problem.direction in ("bwd", "fwd+bwd"):
+        t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
+                         {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})
+        tilings["bwd"], notes = t, notes + note
+        small = Tiling(t.block_q, t.block_kv, 1, 4)
+        kernels.append(head_kernel("fa1_bwd", problem, t, bwd_smem_bytes(t, d, eb),
+                                   bwd_registers(t, d),
+                                   lambda b, h: bwd_program(problem, t, b, h),
+                                   Pipeline(stages=t.stages)))
+        kernels.append(q_block_kernel(
+            "fa1_bwd_convert_dq", problem, small, 0, 32,
+            lambda b, h, i: convert_dq_program(problem, small, b, h, i), Pipeline(stages=1)))
+        if problem.group_size > 1:
+            kernels.append(kv_block_kernel(
+                "fa1_bwd_reduce_dkv", problem, small, problem.heads_kv, 0, 32,
+                lambda b, hk, j: reduce_dkv_program(problem, small, b, hk, j), Pipeline(stages=1)))
+    return Schedule("fa1", problem, tilings, tuple(kernels), notes)

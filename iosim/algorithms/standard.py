@@ -1,0 +1,268 @@
+"""Standard attention: S = QKᵀ/√d and P = softmax(S) materialized in global memory.
+
+Forward, three kernels per (batch, query head):
+  1. `std_fwd_qk`: S = QKᵀ/√d, a batched cuBLAS-style GEMM. Grid (⌈N_q/BM⌉, ⌈N_kv/BN⌉, B·H):
+     each CTA owns one BM×BN tile of S, walks the head dimension in BK-wide steps loading a
+     BM×BK panel of Q and a BN×BK panel of K into shared memory (`stages` buffers), keeps the
+     fp32 accumulator in registers, scales by 1/√d in the epilogue and stores the S tile in the
+     input dtype.
+  2. `std_fwd_softmax`: one CTA of 4 warps per 4 rows, one warp per row. The rows of S are
+     read, masked (causal), max-reduced, exponentiated, summed, scaled and stored as P. When the
+     CTA's 4 rows fit in shared memory (4·N_kv·elem ≤ the per-block limit) S is read once;
+     otherwise the kernel runs two passes over SOFTMAX_CHUNK-wide column chunks (online max and
+     sum, then recompute exp and store P), reading S twice and computing exp twice, as
+     PyTorch's long-row softmax does.
+  3. `std_fwd_pv`: O = P V, a GEMM with its K-loop over N_kv; output tile BM × min(BN, d).
+
+Causal: standard attention computes the full S (no tile skipping) and applies the mask in the
+softmax kernel; masked entries still cost their GEMM FLOPs, bytes, and exp (exp(−∞) = 0).
+
+Backward (S, P saved by the forward; D = rowsum(dO∘O)):
+  `std_bwd_D` (row kernel), dV = Pᵀ dO, dP = dO Vᵀ (stored, N_q×N_kv), `std_bwd_dS`
+  (elementwise: reads P, dP, D; stores dS = P∘(dP − D)), dQ = dS K /√d, dK = dSᵀ Q /√d.
+  GQA: dK and dV are computed per query head (dK_expanded, dV_expanded) and summed by a reduce
+  kernel, as in fa2.
+
+Counting conventions: loads and stores move only valid rows/columns of ragged tiles; Mma dims
+are the executed (padded) tile; GEMM epilogue Alu counts the padded tile held in registers;
+the row and elementwise kernels count valid elements (one thread per element, idle lanes
+free). Tile coordinates are (row-tile, column-tile) indices of the stored tensor in the tile
+sizes of that load (panels of a K-loop are indexed in BK units).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
+                     rows_in_block)
+from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
+
+BK = 32                 # K-loop step of every GEMM (elements)
+ROWS_PER_CTA = 4        # softmax and D kernels: one warp per row, 4 warps per CTA
+SOFTMAX_CHUNK = 2048    # columns per step of the two-pass softmax
+REG_OVERHEAD = 40       # addresses, loop state: registers beyond the accumulator tile
+
+CANDIDATES = (Tiling(128, 128, 2, 4), Tiling(128, 128, 2, 8), Tiling(128, 64, 2, 4),
+              Tiling(64, 64, 2, 4))
+
+
+# ---- resources ------------------------------------------------------------------------
+def gemm_smem_bytes(t: Tiling, eb: int) -> int:
+    """`stages` buffers of a BM×BK panel of A and a BN×BK panel of B."""
+    return (t.block_q * BK + t.block_kv * BK) * t.stages * eb
+
+
+def gemm_registers(t: Tiling) -> int:
+    """The fp32 BM×BN accumulator spread over the CTA's threads, plus overhead."""
+    return ceil_div(t.block_q * t.block_kv, t.threads) + REG_OVERHEAD
+
+
+def tiling(problem, gpu, direction: str, **overrides) -> Tiling:
+    eb = problem.elem_bytes
+
+    def fits(t: Tiling):
+        check_fits(gpu, f"standard {direction} GEMM tile {t.describe()} (BK={BK})",
+                   gemm_smem_bytes(t, eb), gemm_registers(t), t.threads)
+    return pick_tiling(CANDIDATES, fits, overrides)
+
+
+# ---- GEMM ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Operand:
+    """One GEMM operand as stored in global memory. `transposed`: the GEMM reads the stored
+    tensor transposed (Kᵀ in QKᵀ, Pᵀ in Pᵀ dO), so a panel's rows and columns swap."""
+
+    tensor: str
+    eb: int
+    transposed: bool = False
+
+    def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool):
+        """The panel as stored: coordinates and rows×cols in the tensor's own layout."""
+        if rows_along_k:
+            return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, k_len * outer_len * self.eb)
+        return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, outer_len * k_len * self.eb)
+
+
+def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, c_prefix,
+                 c_eb: int, m: int, n: int, k: int, bm: int, bn: int, i: int, j: int,
+                 epilogue=()) -> tuple:
+    """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
+
+    A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
+    stays in registers; the C tile is stored once."""
+    rm = rows_in_block(i, bm, m)
+    cn = rows_in_block(j, bn, n)
+    full, tail = divmod(k, BK)
+
+    def step(kc: int) -> tuple:
+        # A is stored M×K (rows along M) unless transposed; B is stored K×N unless transposed
+        return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed),
+                b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed),
+                Mma(name, bm, bn, BK))
+
+    prog = [*loop("k", 0, full, step(BK)), *loop("k", full, full + (tail > 0), step(tail))]
+    prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb)]
+    return tuple(prog)
+
+
+def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: Tiling,
+                smem: int, regs: int, program_of, pipeline) -> Kernel:
+    """Grid (⌈M/BM⌉, ⌈N/BN⌉, B·heads), z = b·heads + h: a batched GEMM's launch shape.
+    CTAs fall into ≤ 4 classes: interior tiles, the ragged last row of tiles, the ragged last
+    column, and the corner."""
+    grid = (ceil_div(m, bm), ceil_div(n, bn), problem.batch * heads)
+
+    def coord(cta: int) -> tuple:
+        i, j, z = grid_index(cta, grid)
+        return (i, j, *divmod(z, heads))
+
+    def program(cta: int) -> tuple:
+        i, j, b, h = coord(cta)
+        return program_of(b, h, i, j)
+
+    classes = []
+    for i, ci in ((0, grid[0] - 1), (grid[0] - 1, 1)):
+        for j, cj in ((0, grid[1] - 1), (grid[1] - 1, 1)):
+            if ci * cj:
+                classes.append((i + j * grid[0], ci * cj * grid[2]))
+    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
+                  classes=tuple(classes), cta_coord=coord, pipeline=pipeline,
+                  coord_names=("row_tile", "col_tile", "batch", "head"))
+
+
+def gemm_kernel(name, problem, t: Tiling, mma: str, a: Operand, b: Operand, c: str, c_eb: int,
+                m: int, n: int, k: int, bn: int, b_is_kv: bool, heads: int | None = None,
+                scale: bool = False) -> Kernel:
+    """A batched GEMM over (batch, query head); B operands of K/V use head h // group."""
+    heads = heads or problem.heads_q
+    g = problem.group_size
+    tt = Tiling(t.block_q, bn, t.stages, t.warps)
+    epilogue = (Alu("scale", t.block_q * bn),) if scale else ()
+
+    def program_of(bb, h, i, j):
+        hb = h // g if b_is_kv else h
+        return gemm_program(mma, a, (bb, h), b, (bb, hb), c, (bb, h), c_eb, m, n, k,
+                            t.block_q, bn, i, j, epilogue)
+
+    return tile_kernel(name, problem, heads, m, n, t.block_q, bn, t,
+                       gemm_smem_bytes(tt, problem.elem_bytes), gemm_registers(tt), program_of,
+                       Pipeline(stages=t.stages, async_copy=True))
+
+
+# ---- row kernels ----------------------------------------------------------------------
+def softmax_program(problem, gpu, b, h, i) -> tuple:
+    n, eb = problem.seq_kv, problem.elem_bytes
+    rows = rows_in_block(i, ROWS_PER_CTA, problem.seq_q)
+    mask = (Alu("mask", rows * n),) if problem.causal else ()
+    if single_pass(problem, gpu):   # the CTA's rows of S sit in shared memory
+        return (Load("S", (b, h, i), rows, n, rows * n * eb), *mask,
+                Alu("max", rows * n), Exp("exp", rows * n), Alu("sum", rows * n),
+                Alu("scale", rows * n), Store("P", (b, h, i), rows, n, rows * n * eb))
+    full, tail = divmod(n, SOFTMAX_CHUNK)
+
+    def chunks(body_of) -> tuple:
+        return (*loop("c", 0, full, body_of(SOFTMAX_CHUNK)),
+                *loop("c", full, full + (tail > 0), body_of(tail)))
+
+    def pass1(w):   # online row max and sum of exp
+        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb),
+                *((Alu("mask", rows * w),) if problem.causal else ()),
+                Alu("online max,sum", 2 * rows * w), Exp("exp", rows * w))
+
+    def pass2(w):   # recompute exp(S − m)/l and store P
+        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb),
+                *((Alu("mask", rows * w),) if problem.causal else ()),
+                Exp("exp", rows * w), Alu("subtract,scale", 2 * rows * w),
+                Store("P", (b, h, i, "c"), rows, w, rows * w * eb))
+    return chunks(pass1) + chunks(pass2)
+
+
+def single_pass(problem, gpu) -> bool:
+    return ROWS_PER_CTA * problem.seq_kv * problem.elem_bytes <= gpu.shared_memory_per_block_bytes
+
+
+def row_tiling() -> Tiling:
+    return Tiling(ROWS_PER_CTA, 16, 1, ROWS_PER_CTA)
+
+
+def d_program(problem, b, h, i) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows = rows_in_block(i, ROWS_PER_CTA, problem.seq_q)
+    return (Load("O", (b, h, i), rows, d, rows * d * eb),
+            Load("dO", (b, h, i), rows, d, rows * d * eb),
+            Alu("D=rowsum(dO*O)", 2 * rows * d),
+            Store("D", (b, h, i), rows, 1, rows * STAT_BYTES))
+
+
+def ds_program(problem, t: Tiling, b, h, i, j) -> tuple:
+    """dS = P∘(dP − D) on one BM×BN tile: an elementwise kernel, nothing reused."""
+    eb = problem.elem_bytes
+    rm = rows_in_block(i, t.block_q, problem.seq_q)
+    cn = rows_in_block(j, t.block_kv, problem.seq_kv)
+    return (Load("P", (b, h, i, j), rm, cn, rm * cn * eb),
+            Load("dP", (b, h, i, j), rm, cn, rm * cn * eb),
+            Load("D", (b, h, i), rm, 1, rm * STAT_BYTES),
+            Alu("dS=P*(dP-D)", 2 * rm * cn),
+            Store("dS", (b, h, i, j), rm, cn, rm * cn * eb))
+
+
+# ---- schedule -----------------------------------------------------------------------
+def forward_kernels(problem, gpu, t: Tiling) -> tuple:
+    d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
+    bd = min(t.block_kv, d)                  # output tile width of the d-wide GEMMs
+    rt = row_tiling()
+    sm_smem = ROWS_PER_CTA * (nkv if single_pass(problem, gpu) else SOFTMAX_CHUNK) * eb
+    return (
+        gemm_kernel("std_fwd_qk", problem, t, "S=QK^T", Operand("Q", eb),
+                    Operand("K", eb, transposed=True), "S", eb, nq, nkv, d, t.block_kv,
+                    b_is_kv=True, scale=True),
+        q_block_kernel("std_fwd_softmax", problem, rt, sm_smem, 32,
+                       lambda b, h, i: softmax_program(problem, gpu, b, h, i), Pipeline(stages=1)),
+        gemm_kernel("std_fwd_pv", problem, t, "O=PV", Operand("P", eb), Operand("V", eb),
+                    "O", eb, nq, d, nkv, bd, b_is_kv=True),
+    )
+
+
+def backward_kernels(problem, t: Tiling) -> tuple:
+    d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
+    bd = min(t.block_kv, d)
+    g = problem.group_size
+    dk = "dK" if g == 1 else "dK_expanded"
+    dv = "dV" if g == 1 else "dV_expanded"
+    rt = row_tiling()
+    kernels = [
+        q_block_kernel("std_bwd_D", problem, rt, 0, 32,
+                       lambda b, h, i: d_program(problem, b, h, i), Pipeline(stages=1)),
+        gemm_kernel("std_bwd_dV", problem, t, "dV=P^T dO", Operand("P", eb, transposed=True),
+                    Operand("dO", eb), dv, eb, nkv, d, nq, bd, b_is_kv=False),
+        gemm_kernel("std_bwd_dP", problem, t, "dP=dO V^T", Operand("dO", eb),
+                    Operand("V", eb, transposed=True), "dP", eb, nq, nkv, d, t.block_kv,
+                    b_is_kv=True),
+        tile_kernel("std_bwd_dS", problem, problem.heads_q, nq, nkv, t.block_q, t.block_kv, t,
+                    0, 32, lambda b, h, i, j: ds_program(problem, t, b, h, i, j),
+                    Pipeline(stages=1)),
+        gemm_kernel("std_bwd_dQ", problem, t, "dQ=dS K", Operand("dS", eb), Operand("K", eb),
+                    "dQ", eb, nq, d, nkv, bd, b_is_kv=True, scale=True),
+        gemm_kernel("std_bwd_dK", problem, t, "dK=dS^T Q", Operand("dS", eb, transposed=True),
+                    Operand("Q", eb), dk, eb, nkv, d, nq, bd, b_is_kv=False, scale=True),
+    ]
+    if g > 1:
+        small = Tiling(t.block_q, t.block_kv, 1, 4)
+        kernels.append(kv_block_kernel(
+            "std_bwd_reduce_dkv", problem, small, problem.heads_kv, 0, 32,
+            lambda b, hk, j: reduce_dkv_program(problem, small, b, hk, j), Pipeline(stages=1)))
+    return tuple(kernels)
+
+
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+    tilings, kernels = {}, []
+    if problem.direction in ("fwd", "fwd+bwd"):
+        tilings["fwd"] = tiling(problem, gpu, "forward", **fwd_overrides)
+        kernels += forward_kernels(problem, gpu, tilings["fwd"])
+    if problem.direction in ("bwd", "fwd+bwd"):
+        tilings["bwd"] = tiling(problem, gpu, "backward", **bwd_overrides)
+        kernels += backward_kernels(problem, tilings["bwd"])
+    notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
+        if problem.causal else ()
+    return Schedule("standard", problem, tilings, tuple(kernels), notes)

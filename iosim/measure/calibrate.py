@@ -1,0 +1,92 @@
+"""`iosim calibrate`: microbenchmark a GPU and write a calibrated GpuSpec YAML.
+
+On the GPU machine, `iosim calibrate -o results.json` runs the microbenchmarks
+(iosim.measure.microbench). Anywhere, `iosim calibrate --from-json results.json` writes
+configs/gpus/<base>-calibrated.yaml: the base config with each measured figure replaced and
+its source saying how it was measured.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import yaml
+
+from ..errors import IosimError
+
+FIGURES = [  # (config key, json section, json key)
+    ("dram_bandwidth_bytes_per_s", "dram", "dram_bandwidth_bytes_per_s"),
+    ("l2_bandwidth_bytes_per_s", "l2", "l2_bandwidth_bytes_per_s"),
+    ("exp_per_clock_per_sm", "exp", "exp_per_clock_per_sm"),
+    ("launch_overhead_s", "launch", "launch_overhead_s"),
+]
+
+
+def calibrated_config(base: dict, results: dict, base_name: str) -> dict:
+    cfg = json.loads(json.dumps(base))  # deep copy
+    when = results.get("measured_on", "")
+    dev = results.get("device", {})
+    where = f"measured on {dev.get('name', 'the GPU')}{' ' + when if when else ''}"
+    for key, section, field in FIGURES:
+        if section in results:
+            cfg[key] = float(f"{results[section][field]:.4g}")
+            cfg["sources"][key] = f"{where}: {results[section]['method']} (iosim calibrate)"
+    if "tensor_fp16" in results:
+        measured = float(f"{results['tensor_fp16']['tensor_flops_per_s']:.4g}")
+        scale = measured / cfg["tensor_flops_per_s"]["fp16"]
+        for dt, v in list(cfg["tensor_flops_per_s"].items()):
+            if v is not None:
+                cfg["tensor_flops_per_s"][dt] = float(f"{v * scale:.4g}")
+        cfg["sources"]["tensor_flops_per_s"] = (
+            f"{where}: fp16 {results['tensor_fp16']['method']}; other dtypes scaled from the "
+            f"datasheet ratios by the same factor {scale:.3f} (iosim calibrate)")
+    for key in ("l2_capacity_bytes", "sm_count"):
+        if key in dev:
+            cfg[key] = int(dev[key])
+            cfg["sources"][key] = f"{where}: cudaGetDeviceProperties (iosim calibrate)"
+    cfg["name"] = base["name"] + " (calibrated)"
+    cfg["short_name"] = base_name + "-calibrated"
+    return cfg
+
+
+@click.command()
+@click.option("--gpu", "base", default="h200", show_default=True, help="Base config to calibrate.")
+@click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False),
+              help="Microbenchmark results to turn into a config (no GPU needed).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="YAML to write [configs/gpus/<base>-calibrated.yaml]; with no --from-json, "
+                   "the JSON results when it ends in .json.")
+@click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
+def calibrate(base, from_json, output, force):
+    """Measure DRAM and L2 bandwidth, tensor-core and exp rates, launch overhead."""
+    from ..hardware import SHORT_NAMES, _resolve
+    from ..paths import GPU_CONFIG_DIR
+    if from_json:
+        results = json.loads(Path(from_json).read_text())
+    else:
+        try:
+            from .microbench import run_all
+            results = run_all()
+        except ImportError:
+            raise IosimError("calibrate needs cupy and an NVIDIA GPU; or pass --from-json") from None
+        if output and output.endswith(".json"):
+            _write(Path(output), json.dumps(results, indent=2, sort_keys=True), force)
+            return
+    base_path = _resolve(base)
+    base_cfg = yaml.safe_load(base_path.read_text())
+    stem = SHORT_NAMES.get(base, base_path.stem)
+    cfg = calibrated_config(base_cfg, results, base_cfg["short_name"])
+    from ..hardware import GpuSpec
+    GpuSpec.model_validate(cfg)  # refuse to write an invalid config
+    out = Path(output) if output else GPU_CONFIG_DIR / f"{stem}-calibrated.yaml"
+    header = (f"# Calibrated from {base_path.name} by `iosim calibrate --from-json {from_json}`;"
+              f" do not edit measured figures by hand.\n") if from_json else ""
+    _write(out, header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), force)
+
+
+def _write(path: Path, text: str, force: bool):
+    if path.exists() and not force:
+        raise IosimError(f"{path} exists; pass --force to overwrite it")
+    path.write_text(text)
+    click.echo(f"wrote {path}", err=True)

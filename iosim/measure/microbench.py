@@ -1,0 +1,164 @@
+"""Calibration microbenchmarks (GPU only; imports cupy and nothing of the core).
+
+Each function returns a figure and says how it was measured. Run on the GPU machine as
+`python3 -m iosim.measure.microbench -o calibration.json`; `iosim calibrate --from-json`
+turns the JSON into configs/gpus/<gpu>-calibrated.yaml on any machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+_SRC = r"""
+extern "C" __global__ void l2_read(const float4* __restrict__ buf, long long n_vec,
+                                   int reps, float* __restrict__ sink) {
+    // every CTA sweeps a rotating window of the buffer with 16-byte L2-only loads (ld.global.cg)
+    float acc = 0.f;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (int r = 0; r < reps; ++r) {
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += stride) {
+            float4 v = __ldcg(buf + i);
+            acc += v.x + v.y + v.z + v.w;
+        }
+    }
+    if (acc == 1234.5f) sink[0] = acc;   // keeps the loads alive
+}
+
+extern "C" __global__ void exp_rate(float* __restrict__ out, int iters,
+                                    long long* __restrict__ cycles) {
+    // 8 independent chains of ex2.approx per thread; clock64 measures SM cycles
+    float x0 = threadIdx.x * 1e-7f, x1 = x0 + 1e-3f, x2 = x0 + 2e-3f, x3 = x0 + 3e-3f;
+    float x4 = x0 + 4e-3f, x5 = x0 + 5e-3f, x6 = x0 + 6e-3f, x7 = x0 + 7e-3f;
+    __syncthreads();
+    long long t0 = clock64();
+    for (int i = 0; i < iters; ++i) {
+        asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x0)); asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x1));
+        asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x2)); asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x3));
+        asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x4)); asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x5));
+        asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x6)); asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x7));
+    }
+    __syncthreads();
+    long long t1 = clock64();
+    if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+}
+
+extern "C" __global__ void empty_kernel() {}
+"""
+
+
+def _time_ms(fn, warmup=3, reps=20):
+    import cupy as cp
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def device_facts() -> dict:
+    import cupy as cp
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    return {"name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+            "sm_count": props["multiProcessorCount"], "l2_capacity_bytes": props["l2CacheSize"],
+            "clock_hz_reported": props["clockRate"] * 1e3,
+            "shared_memory_per_sm_bytes": props["sharedMemPerMultiprocessor"],
+            "shared_memory_per_block_bytes": props["sharedMemPerBlockOptin"],
+            "dram_capacity_bytes": props["totalGlobalMem"]}
+
+
+def dram_bandwidth(size_bytes: int = 4 << 30) -> dict:
+    import cupy as cp
+    n = size_bytes // 4
+    src = cp.random.random(n, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    ms = _time_ms(lambda: cp.copyto(dst, src))
+    return {"dram_bandwidth_bytes_per_s": 2 * size_bytes / (ms * 1e-3),
+            "method": f"device-to-device copy of {size_bytes / 2**30:.0f} GiB, bytes read + written, "
+                      f"median of 20 CUDA-event timings"}
+
+
+def l2_bandwidth(mod, sm_count: int, window_bytes: int = 16 << 20, reps: int = 50) -> dict:
+    import cupy as cp
+    n_vec = window_bytes // 16
+    buf = cp.random.random(window_bytes // 4, dtype=cp.float32)
+    sink = cp.zeros(1, dtype=cp.float32)
+    k = mod.get_function("l2_read")
+    grid, block = sm_count * 4, 512
+    ms = _time_ms(lambda: k((grid,), (block,), (buf, cp.int64(n_vec), cp.int32(reps), sink)))
+    return {"l2_bandwidth_bytes_per_s": window_bytes * reps / (ms * 1e-3),
+            "method": f"{window_bytes >> 20} MiB buffer (fits L2) read {reps}x with 16-byte ld.global.cg "
+                      f"by {grid} CTAs x {block} threads, median of 20"}
+
+
+def tensor_rate(dtype: str = "fp16", n: int = 8192) -> dict:
+    import cupy as cp
+    dt = {"fp16": cp.float16}[dtype]   # cupy has no bf16 dtype; bf16 runs at the fp16 rate
+    a = cp.random.standard_normal((n, n), dtype=cp.float32).astype(dt)
+    b = cp.random.standard_normal((n, n), dtype=cp.float32).astype(dt)
+    ms = _time_ms(lambda: cp.matmul(a, b), reps=10)
+    return {"tensor_flops_per_s": 2 * n ** 3 / (ms * 1e-3),
+            "method": f"cupy.matmul (cuBLAS) {n}^3 {dtype} on random normal data, median of 10"}
+
+
+def exp_throughput(mod, sm_count: int, iters: int = 4096) -> dict:
+    import cupy as cp
+    k = mod.get_function("exp_rate")
+    grid, block = sm_count * 2, 1024      # one wave: 2 co-resident CTAs per SM
+    out = cp.empty(grid * block, dtype=cp.float32)
+    cycles = cp.zeros(grid, dtype=cp.int64)
+    k((grid,), (block,), (out, cp.int32(iters), cycles))
+    cp.cuda.Device().synchronize()
+    k((grid,), (block,), (out, cp.int32(iters), cycles))
+    cp.cuda.Device().synchronize()
+    exps_per_cta = block * iters * 8
+    # two 1024-thread CTAs share each SM for the whole run (2048 threads per SM)
+    per_cta_cycles = float(cp.median(cycles.astype(cp.float64)))
+    resident = 2
+    return {"exp_per_clock_per_sm": exps_per_cta * resident / per_cta_cycles,
+            "method": f"ex2.approx.ftz.f32 on 8 independent chains per thread, {block}-thread CTAs, "
+                      f"2 resident per SM, clock64 cycles inside the CTA"}
+
+
+def launch_overhead(mod, n: int = 2000) -> dict:
+    import cupy as cp
+    k = mod.get_function("empty_kernel")
+    ms = _time_ms(lambda: [k((1,), (32,), ()) for _ in range(n)], warmup=1, reps=5)
+    return {"launch_overhead_s": ms * 1e-3 / n,
+            "method": f"{n} back-to-back empty launches timed with CUDA events, per launch"}
+
+
+def run_all() -> dict:
+    import cupy as cp
+    facts = device_facts()
+    mod = cp.RawModule(code=_SRC, options=("--use_fast_math",))
+    results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime())}
+    results["dram"] = dram_bandwidth()
+    results["l2"] = l2_bandwidth(mod, facts["sm_count"])
+    results["tensor_fp16"] = tensor_rate("fp16")
+    results["exp"] = exp_throughput(mod, facts["sm_count"])
+    results["launch"] = launch_overhead(mod)
+    return results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("-o", "--output", required=True)
+    args = ap.parse_args(argv)
+    results = run_all()
+    with open(args.output, "w") as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+    print(json.dumps(results, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
