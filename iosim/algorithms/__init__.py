@@ -6,7 +6,7 @@ from importlib import import_module
 from ..errors import IosimError
 from ..hardware import load_gpu
 
-ALGORITHMS = ("standard", "fa1", "fa2", "fa3")
+ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square")
 TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
 
 

@@ -45,6 +45,10 @@ def calibrated_config(base: dict, results: dict, base_name: str) -> dict:
         if key in dev:
             cfg[key] = int(dev[key])
             cfg["sources"][key] = f"{where}: cudaGetDeviceProperties (iosim calibrate)"
+    if "clock_hz_reported" in dev:
+        cfg["clock_hz"] = float(dev["clock_hz_reported"])
+        cfg["sources"]["clock_hz"] = (f"{where}: cudaGetDeviceProperties clockRate (the SM clock "
+                                      f"nvidia-smi also read while benchmarks ran) (iosim calibrate)")
     cfg["name"] = base["name"] + " (calibrated)"
     cfg["short_name"] = base_name + "-calibrated"
     return cfg
@@ -73,8 +77,9 @@ def calibrate(base, from_json, output, force):
         if output and output.endswith(".json"):
             _write(Path(output), json.dumps(results, indent=2, sort_keys=True), force)
             return
+    from ..hardware import load_gpu
     base_path = _resolve(base)
-    base_cfg = yaml.safe_load(base_path.read_text())
+    base_cfg = load_gpu(str(base_path)).model_dump()   # numbers as numbers
     stem = SHORT_NAMES.get(base, base_path.stem)
     cfg = calibrated_config(base_cfg, results, base_cfg["short_name"])
     from ..hardware import GpuSpec

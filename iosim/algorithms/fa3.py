@@ -1,0 +1,134 @@
+"""FlashAttention-3 forward (Shah et al. 2024): the Hopper schedule.
+
+Per CTA the bytes are FA-2's: Q_i is loaded once (TMA) and stays in shared memory, K_j and
+V_j stream through a `stages`-deep shared-memory ring filled by TMA, O_i accumulates in the
+consumers' registers and is written once with the row log-sum-exp (the program is
+`fa2.fwd_program`, built on `fa2.kv_iteration`). What differs is how the CTA runs:
+
+  - 1 producer warpgroup issues the TMA copies; `block_q / 64` consumer warpgroups (one
+    wgmma M=64 row slab each: 2 at 128 rows, 3 at 192) run the GEMMs and softmax, ping-ponging
+    so one's softmax hides under the other's GEMMs, and each overlaps its own softmax with its
+    next QKᵀ GEMM (Pipeline(warp_specialized, consumer_warpgroups, intra_overlap)).
+  - Registers are redistributed with setmaxnreg: the producer drops to 24 (32 with three
+    consumers) and the consumers take the rest of the register file, rounded down to 8 and at
+    most the per-thread limit (240 with two consumers, 160 with three, FA-3's values). The fit
+    check is per consumer thread: its 64-row slab of the fp32 O accumulator (d/2), of the fp32
+    S tile (Bc/2) and of the fp16 P tile (Bc/4), plus FA3_REG_OVERHEAD.
+  - Shared memory: Q tile + `stages` × (K tile + V tile); P stays in registers (RS wgmma).
+
+Tiles (fp16/bf16, after FA-3's tile_size_fwd_sm90 where it fits this register model): d ≤ 64:
+192×128 (three consumers); d = 96, 128: 128×128 (FA-3 uses 192×144 at d = 96, which needs
+more than three consumers' 160 registers here, and 128×176 at d = 128 non-causal; 128 keeps one
+shape for causal and non-causal); d = 192: 128×112; d = 256: 128×80. Two stages. The same
+tiles are used for fp8 (FA-3's fp8 tiles differ; not modelled).
+
+Launch order: grid (Q blocks, heads, batch), x fastest, so one head's Q blocks launch together
+(heads-major). With causal masking the Q blocks are reversed: CTA x computes Q block
+n_q − 1 − x, the longest rows first, as FA-3's scheduler does for load balance.
+
+Only the forward pass is modelled; FA-3 needs TMA and wgmma (Hopper).
+"""
+from __future__ import annotations
+
+from ..errors import IosimError
+from ..schedule import Kernel, Launch, Pipeline, Schedule
+from .common import Tiling, ceil_div, check_fits, grid_index, pick_tiling
+from .fa2 import fwd_program
+
+FA3_REG_OVERHEAD = 24   # wgmma needs few address registers; producer/consumer barriers
+WGMMA_M = 64            # rows per consumer warpgroup
+
+
+def default_tiles(d: int) -> tuple:
+    if d <= 64:
+        return (Tiling(192, 128, 2, 16), Tiling(128, 128, 2, 12), Tiling(128, 64, 2, 12))
+    if d <= 128:
+        return (Tiling(128, 128, 2, 12), Tiling(128, 64, 2, 12))
+    if d <= 192:
+        return (Tiling(128, 112, 2, 12), Tiling(128, 64, 2, 12), Tiling(64, 64, 2, 8))
+    return (Tiling(128, 80, 2, 12), Tiling(128, 64, 2, 12), Tiling(64, 64, 2, 8))
+
+
+def consumers(t: Tiling) -> int:
+    return t.block_q // WGMMA_M
+
+
+def producer_registers(n_consumers: int) -> int:
+    return 24 if n_consumers <= 2 else 32
+
+
+def consumer_budget(gpu, n_consumers: int) -> int:
+    """setmaxnreg for the consumers: what the producer leaves, in steps of 8."""
+    free = gpu.registers_per_sm - 128 * producer_registers(n_consumers)
+    return min(gpu.registers_per_thread_max // 8 * 8, free // (128 * n_consumers) // 8 * 8)
+
+
+def consumer_registers(t: Tiling, d: int) -> int:
+    """One consumer thread's share of its 64-row slab: O (fp32), S (fp32), P (fp16)."""
+    threads = 128
+    return (ceil_div(WGMMA_M * d, threads) + ceil_div(WGMMA_M * t.block_kv, threads)
+            + ceil_div(WGMMA_M * t.block_kv, 2 * threads) + FA3_REG_OVERHEAD)
+
+
+def smem_bytes(t: Tiling, d: int, eb: int) -> int:
+    return (t.block_q * d + t.stages * 2 * t.block_kv * d) * eb
+
+
+def launch_registers(gpu, t: Tiling) -> int:
+    """What the kernel is compiled for (one CTA per SM): the register file over the threads."""
+    return min(gpu.registers_per_thread_max, gpu.registers_per_sm // t.threads) // 8 * 8
+
+
+def tiling(problem, gpu, overrides: dict) -> Tiling:
+    d, eb = problem.head_dim, problem.elem_bytes
+    over = {k: v for k, v in overrides.items() if v is not None}
+    if "block_q" in over and "warps" not in over:      # warps follow the consumer count
+        over["warps"] = 4 * (1 + max(1, over["block_q"] // WGMMA_M))
+
+    def fits(t: Tiling):
+        what = f"fa3 forward tiling {t.describe()} at d={d}"
+        if t.block_q % WGMMA_M:
+            raise IosimError(f"{what}: block-q must be a multiple of {WGMMA_M} "
+                             f"(one wgmma row slab per consumer warpgroup)")
+        if t.warps != 4 * (1 + consumers(t)):
+            raise IosimError(f"{what}: block-q {t.block_q} needs {4 * (1 + consumers(t))} warps "
+                             f"(1 producer + {consumers(t)} consumer warpgroups)")
+        budget = consumer_budget(gpu, consumers(t))
+        need = consumer_registers(t, d)
+        if need > budget:
+            raise IosimError(f"{what} needs ~{need} registers per consumer thread but "
+                             f"setmaxnreg leaves {budget} with {consumers(t)} consumer warpgroups")
+        check_fits(gpu, what, smem_bytes(t, d, eb), launch_registers(gpu, t), t.threads)
+    return pick_tiling(default_tiles(d), fits, over)
+
+
+def kernel(problem, gpu, t: Tiling) -> Kernel:
+    n_q = ceil_div(problem.seq_q, t.block_q)
+    grid = (n_q, problem.heads_q, problem.batch)
+
+    def coord(cta: int) -> tuple:
+        x, h, b = grid_index(cta, grid)
+        return (n_q - 1 - x if problem.causal else x), h, b   # causal: longest Q blocks first
+
+    def program(cta: int) -> tuple:
+        i, h, b = coord(cta)
+        return fwd_program(problem, t, b, h, i)
+
+    d, eb = problem.head_dim, problem.elem_bytes
+    return Kernel(name="fa3_fwd",
+                  launch=Launch(grid, t.threads, smem_bytes(t, d, eb), launch_registers(gpu, t)),
+                  program=program,
+                  classes=tuple((x, problem.batch * problem.heads_q) for x in range(n_q)),
+                  cta_coord=coord,
+                  pipeline=Pipeline(stages=t.stages, async_copy=True, warp_specialized=True,
+                                    consumer_warpgroups=consumers(t), intra_overlap=True),
+                  coord_names=("q_block", "head", "batch"))
+
+
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+    if problem.direction != "fwd":
+        raise IosimError("fa3 models the forward pass only; use fa2 for the backward pass")
+    if not (gpu.features.tma and gpu.features.wgmma):
+        raise IosimError(f"fa3 needs TMA and wgmma (Hopper); {gpu.short_name} lacks them; use fa2")
+    t = tiling(problem, gpu, fwd_overrides)
+    return Schedule("fa3", problem, {"fwd": t}, (kernel(problem, gpu, t),))
