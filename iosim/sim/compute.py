@@ -1,0 +1,45 @@
+"""Execution units of one SM: tensor cores, special-function units (exp) and fp32 ALUs.
+
+Each unit is a FIFO server (memory.Server) shared by every CTA resident on the SM: two CTAs
+on one SM each get the SM's tensor-core rate only when the other is not using it. One CTA is
+assumed able to drive all of its SM's units (4 warps cover the 4 SM sub-partitions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .memory import Server
+
+
+@dataclass(frozen=True)
+class SmRates:
+    """Per-SM throughputs, derived from the GpuSpec."""
+
+    tensor_flops_per_s: float   # dense tensor-core FLOP/s of the problem's dtype
+    exp_per_s: float            # exp_per_clock_per_sm × clock_hz
+    alu_ops_per_s: float        # fp32 elementwise ops/s (FMA = 1 op) ÷ SM count
+
+    @classmethod
+    def of(cls, gpu, dtype: str) -> "SmRates":
+        return cls(tensor_flops_per_s=gpu.tensor_flops_per_s_per_sm(dtype),
+                   exp_per_s=gpu.exp_per_clock_per_sm * gpu.clock_hz,
+                   alu_ops_per_s=gpu.alu_ops_per_s / gpu.sm_count)
+
+
+class SmUnits:
+    """The three unit servers of one SM."""
+
+    __slots__ = ("tensor", "exp", "alu")
+
+    def __init__(self, rates: SmRates):
+        self.tensor = Server(rates.tensor_flops_per_s)
+        self.exp = Server(rates.exp_per_s)
+        self.alu = Server(rates.alu_ops_per_s)
+
+    def unit(self, kind: str) -> Server:
+        return self.tensor if kind == "mma" else self.exp if kind == "exp" else self.alu
+
+
+def op_work(op) -> float:
+    """The amount an op asks of its unit: FLOPs for an Mma, a count for Exp/Alu."""
+    return op.flops if op.kind == "mma" else op.count

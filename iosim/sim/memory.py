@@ -1,0 +1,179 @@
+"""Memory side of the machine: FIFO bandwidth servers (DRAM, L2↔SM), the tile-level LRU L2,
+and the two memory front ends the CTA programs talk to.
+
+Where data lives: a tile is in DRAM until a load misses in L2; then it is in L2 (keyed by
+(tensor, *coord)) until LRU evicts it. Stores are write-allocate and write-back: a stored tile
+becomes a dirty L2 line; DRAM sees its bytes when it is evicted or at the end of the schedule
+(the final flush, counted in bytes but not in time: the GPU would drain it after the last
+kernel). A `reduce` store (fp32 atomic accumulate) is a read-modify-write in L2: a miss first
+reads the line from DRAM.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+# Fraction of the nominal L2 capacity an LRU model may use. Real L2s are set-associative with
+# hashed set indices, H100/H200 split the L2 into two partitions that may hold a line twice, and
+# some capacity holds other data (page tables, descriptors); 0.85 is a documented assumption,
+# overridable through simulate(..., l2_effective_fraction=...).
+L2_EFFECTIVE_FRACTION = 0.85
+
+
+class Server:
+    """A FIFO server with deterministic service: a bandwidth (units = bytes) or an execution
+    unit (units = FLOPs, exps, ALU ops). Requests are served in arrival order, one at a time,
+    at `rate` units per second. Reserving returns (start_s, finish_s) and needs no event: the
+    caller waits until finish_s (or not, for fire-and-forget traffic)."""
+
+    __slots__ = ("rate", "free_s", "busy_s")
+
+    def __init__(self, rate_per_s: float):
+        self.rate = float(rate_per_s)
+        self.free_s = 0.0   # when the server finishes its last accepted request
+        self.busy_s = 0.0   # total service time given
+
+    def reserve(self, now_s: float, amount: float) -> tuple[float, float]:
+        service_s = amount / self.rate
+        start_s = self.free_s if self.free_s > now_s else now_s
+        self.free_s = start_s + service_s
+        self.busy_s += service_s
+        return start_s, self.free_s
+
+
+class TileLru:
+    """Fully associative LRU cache of tiles with a byte capacity. Entries: key → [bytes, dirty,
+    ready_s] where ready_s is when a missed line has arrived from DRAM (a hit on a line still in
+    flight waits for it, as an MSHR merge would)."""
+
+    __slots__ = ("capacity_bytes", "used_bytes", "lines")
+
+    def __init__(self, capacity_bytes: float):
+        self.capacity_bytes = capacity_bytes
+        self.used_bytes = 0
+        self.lines: OrderedDict = OrderedDict()
+
+    def lookup(self, key):
+        """The entry (touched as most recent) or None."""
+        entry = self.lines.get(key)
+        if entry is not None:
+            self.lines.move_to_end(key)
+        return entry
+
+    def insert(self, key, nbytes: int, dirty: bool, ready_s: float) -> int:
+        """Insert a line; evict LRU lines until it fits. Returns dirty bytes evicted."""
+        self.lines[key] = [nbytes, dirty, ready_s]
+        self.used_bytes += nbytes
+        written_back = 0
+        lines = self.lines
+        while self.used_bytes > self.capacity_bytes and len(lines) > 1:
+            _, (b, d, _r) = lines.popitem(last=False)
+            self.used_bytes -= b
+            if d:
+                written_back += b
+        return written_back
+
+    def dirty_bytes(self) -> int:
+        return sum(e[0] for e in self.lines.values() if e[1])
+
+
+class MemoryCounters:
+    """Bytes that crossed each boundary (exact mode and the fast mode's L2 model)."""
+
+    __slots__ = ("l2_to_sm_bytes", "sm_to_l2_bytes", "load_hit_bytes", "load_miss_bytes",
+                 "load_hits", "load_misses", "dram_read_bytes", "dram_write_bytes",
+                 "dram_write_flush_bytes")
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
+class ExactMemory:
+    """The memory front end of exact mode: every load and store goes through the tile LRU,
+    the L2↔SM bandwidth server and, on a miss or dirty eviction, the DRAM server."""
+
+    def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
+                 l2_latency_s: float, dram_latency_s: float):
+        self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
+        self.counters = MemoryCounters()
+        self.kernel_counters = MemoryCounters()   # reset by the engine at each kernel start
+
+    def _count(self, name: str, value: int) -> None:
+        setattr(self.counters, name, getattr(self.counters, name) + value)
+        setattr(self.kernel_counters, name, getattr(self.kernel_counters, name) + value)
+
+    def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
+        """Issue a load at now_s; returns when the tile is in the SM's shared memory."""
+        # L2 → SM bandwidth is taken at issue (the request's slot on the crossbar)
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        self._count("l2_to_sm_bytes", nbytes)
+        entry = self.l2.lookup(key)
+        if entry is not None:
+            self._count("load_hit_bytes", nbytes)
+            self._count("load_hits", 1)
+            line_ready_s = entry[2]
+        else:
+            self._count("load_miss_bytes", nbytes)
+            self._count("load_misses", 1)
+            self._count("dram_read_bytes", nbytes)
+            _, dram_done_s = self.dram_server.reserve(now_s, nbytes)
+            line_ready_s = dram_done_s + self.dram_latency_s
+            self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
+        return max(l2_done_s, line_ready_s) + self.l2_latency_s
+
+    def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
+        """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM)."""
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        self._count("sm_to_l2_bytes", nbytes)
+        entry = self.l2.lookup(key)
+        if entry is not None:
+            entry[1] = True
+            if entry[0] != nbytes:            # a differently sized write to the same tile
+                self.l2.used_bytes += nbytes - entry[0]
+                entry[0] = nbytes
+            return l2_done_s
+        ready_s = l2_done_s
+        if reduce:                            # read-modify-write: fetch the old value first
+            self._count("dram_read_bytes", nbytes)
+            _, dram_done_s = self.dram_server.reserve(now_s, nbytes)
+            ready_s = max(ready_s, dram_done_s + self.dram_latency_s)
+        self._writeback(self.l2.insert(key, nbytes, True, ready_s), now_s)
+        return l2_done_s
+
+    def _writeback(self, nbytes: int, now_s: float) -> None:
+        if nbytes:
+            self._count("dram_write_bytes", nbytes)
+            self.dram_server.reserve(now_s, nbytes)   # fire and forget: nobody waits on it
+
+    def flush(self) -> None:
+        """End of schedule: dirty lines still in L2 reach DRAM (bytes only, no time)."""
+        nbytes = self.l2.dirty_bytes()
+        self._count("dram_write_bytes", nbytes)
+        self._count("dram_write_flush_bytes", nbytes)
+
+
+class ExpectedMemory:
+    """The memory front end of the fast mode's micro-simulations: no cache, each tensor's loads
+    miss with a probability taken from the L2 model, and every latency and DRAM transfer is
+    its expected value. The servers are private to the one simulated SM; contention between
+    SMs is the macro simulation's business."""
+
+    def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
+                 dram_latency_s: float, miss_probability: dict):
+        self.l2_server, self.dram_server = l2_server, dram_server
+        self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
+        self.miss_probability = miss_probability
+
+    def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        p = self.miss_probability.get(tensor, 0.0)
+        line_ready_s = now_s
+        if p > 0.0:
+            _, dram_done_s = self.dram_server.reserve(now_s, p * nbytes)
+            line_ready_s = now_s + p * (dram_done_s - now_s + self.dram_latency_s)
+        return max(l2_done_s, line_ready_s) + self.l2_latency_s
+
+    def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        return l2_done_s
