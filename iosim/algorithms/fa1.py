@@ -28,8 +28,8 @@ elements of the dtype, each rounded DOWN to a multiple of 16 (tensor-core tiles;
 implementation uses such tiles too). On an H100 at d = 128, fp16: M = 116,224, ⌈M/4d⌉ = 227,
 so Br × Bc = 128 × 224. The warp count is the first of 4, 8, 16 for which the tiles fit the
 registers. If the paper's sizes do not fit at all (e.g. the backward pass, whose working set
-the paper's asymptotic accounting ignores), Bc and then Br are halved until they fit; the
-schedule's notes say so. `--block-q` / `--block-kv` set Br / Bc directly.
+the paper's asymptotic accounting ignores), the larger of Bc and Br (Bc on a tie) is halved,
+rounded to 16, until a tiling fits; the schedule's notes say so. `--block-q` / `--block-kv` set Br / Bc directly.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def paper_blocks(problem, gpu) -> tuple[int, int]:
 
 
 def candidates(br: int, bc: int, stages: int = 1) -> tuple:
-    """The paper's blocks, then Bc and Br halved in turn; each with 4, 8, 16 warps."""
+    """The paper's blocks, then the larger of Bc, Br halved, repeatedly; each with 4, 8, 16 warps."""
     sizes = [(br, bc)]
     while sizes[-1] != (16, 16):
         r, c = sizes[-1]

@@ -124,6 +124,7 @@ def failed(algorithm: str, seq: int, exc: Exception) -> dict:
 class SweepResult:
     points: list                      # records over (algorithm, N)
     analyses: dict = field(default_factory=dict)   # (algorithm, N) → Analysis at compare N
+    notes: set = field(default_factory=set)
 
 
 def sweep_n(problem, gpu, algorithms, seqs, compare_seq, model="sim", sim_mode="fast",
@@ -137,7 +138,14 @@ def sweep_n(problem, gpu, algorithms, seqs, compare_seq, model="sim", sim_mode="
         for n in seqs:
             p = problem.with_(seq_q=n, seq_kv=n)
             try:
-                a = analyze(p, gpu, algo, model=model, sim_mode=sim_mode, **tiling)
+                try:
+                    a = analyze(p, gpu, algo, model=model, sim_mode=sim_mode, **tiling)
+                except ImportError as exc:   # a simulator mode not available in this iosim
+                    if model != "sim":
+                        raise
+                    out.notes.add(f"simulator ({sim_mode} mode) unavailable: {exc}; "
+                                  "the roofline model was used")
+                    a = analyze(p, gpu, algo, model="roofline", **tiling)
             except (IosimError, MemoryError) as exc:
                 out.points.append(failed(algo, n, exc))
             else:

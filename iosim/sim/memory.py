@@ -154,10 +154,12 @@ class ExactMemory:
 
 
 class ExpectedMemory:
-    """The memory front end of the fast mode's micro-simulations: no cache, each tensor's loads
-    miss with a probability taken from the L2 model, and every latency and DRAM transfer is
-    its expected value. The servers are private to the one simulated SM; contention between
-    SMs is the macro simulation's business."""
+    """The memory front end of the fast mode's micro-simulations: no cache; for each tensor
+    the L2 model gives (p_bytes, p_latency): the fraction of its load bytes read from DRAM and
+    the expected DRAM wait of a load in units of dram_latency_s (a hit on a line still in
+    flight from DRAM waits too, which is why p_latency ≥ p_bytes when CTAs read a tile
+    together). Every latency and DRAM transfer is its expected value. The servers are private
+    to the one simulated SM; contention between SMs is the macro simulation's business."""
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict):
@@ -167,11 +169,12 @@ class ExpectedMemory:
 
     def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
         _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
-        p = self.miss_probability.get(tensor, 0.0)
+        p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
         line_ready_s = now_s
-        if p > 0.0:
-            _, dram_done_s = self.dram_server.reserve(now_s, p * nbytes)
-            line_ready_s = now_s + p * (dram_done_s - now_s + self.dram_latency_s)
+        if p_bytes > 0.0:
+            _, dram_done_s = self.dram_server.reserve(now_s, p_bytes * nbytes)
+            line_ready_s = dram_done_s
+        line_ready_s += p_latency * self.dram_latency_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:

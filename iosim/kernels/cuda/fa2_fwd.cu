@@ -87,17 +87,6 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     const u32 s_q = smem_u32(smem);
     const u32 s_kv = s_q + Q_BYTES;               // stage s: K at s_kv + 2s·KV_BYTES, V after it
 
-    // Per-lane ldmatrix offsets. The swizzle XOR touches only the low 3 bits of the chunk
-    // index, so stepping 16 rows or 8 chunks adds a constant: four offsets per operand cover
-    // every k-step, and each ldmatrix is [register + immediate].
-    u32 qoff[4], koff[4], voff[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        qoff[c] = s_q + swz(warp * RW + (lane & 15), c * 2 + (lane >> 4), CD);
-        koff[c] = swz((lane & 7) + ((lane >> 4) << 3), c * 2 + ((lane >> 3) & 1), CD);
-        voff[c] = swz((lane & 7) + (((lane >> 3) & 1) << 3), c * 2 + (lane >> 4), CD);
-    }
-
     // Q_i: issued with the first K/V group, waited for with it.
     load_tile(s_q, q_g, BQ, rows_q, tid);
     tr.tile(EV_LOAD, T_Q, b, h, i, rows_q * D * 2);
@@ -141,6 +130,22 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         const u32 s_k = s_kv + (2 * (j % STAGES)) * KV_BYTES;
         const u32 s_v = s_k + KV_BYTES;
 
+        // Per-lane ldmatrix offsets, recomputed each step from an opaque lane id (so they are
+        // not hoisted and kept live beside the accumulators). The swizzle XOR touches only the
+        // low 3 bits of the chunk index, so stepping 16 rows or 8 chunks adds a constant: four
+        // offsets per operand cover every k-step, and each ldmatrix is [register + immediate].
+        u32 qoff[4], koff[4], voff[4];
+        {
+            int ln = lane;
+            asm volatile("" : "+r"(ln));
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                qoff[c] = s_q + swz(warp * RW + (ln & 15), c * 2 + (ln >> 4), CD);
+                koff[c] = s_k + swz((ln & 7) + ((ln >> 4) << 3), c * 2 + ((ln >> 3) & 1), CD);
+                voff[c] = s_v + swz((ln & 7) + (((ln >> 3) & 1) << 3), c * 2 + (ln >> 4), CD);
+            }
+        }
+
         // ---- S = Q_i K_jᵀ (tensor cores; Q and K fragments by ldmatrix from swizzled smem)
         float s[MT][NS][4];
 #pragma unroll
@@ -157,7 +162,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 #pragma unroll
             for (int np = 0; np < NS / 2; ++np) {
                 u32 b0, b1, b2, b3;
-                ldsm_x4(b0, b1, b2, b3, s_k + koff[kk & 3] + np * 16 * CD * 16 + (kk >> 2) * 128);
+                ldsm_x4(b0, b1, b2, b3, koff[kk & 3] + np * 16 * CD * 16 + (kk >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     mma16816(s[mt][2 * np], a[mt], b0, b1);
@@ -228,7 +233,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 #pragma unroll
             for (int dp = 0; dp < NO / 2; ++dp) {
                 u32 b0, b1, b2, b3;
-                ldsm_x4_t(b0, b1, b2, b3, s_v + voff[dp & 3] + kk * 16 * CD * 16 + (dp >> 2) * 128);
+                ldsm_x4_t(b0, b1, b2, b3, voff[dp & 3] + kk * 16 * CD * 16 + (dp >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     mma16816(o[mt][2 * dp], a[mt], b0, b1);

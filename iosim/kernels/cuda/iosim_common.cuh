@@ -12,6 +12,9 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+struct __align__(16) f4 { float x, y, z, w; };
+struct __align__(8) f2 { float x, y; };
+
 #ifdef IOSIM_BF16
 #define IOSIM_MMA_T "bf16"
 #else

@@ -1,0 +1,126 @@
+"""Fast mode, step 1: what one CTA costs on an SM shared with k − 1 others like it.
+
+A *micro-simulation* runs k identical copies of a program segment on one SM with the same
+pipeline code as exact mode (pipeline.py), but behind ExpectedMemory (private L2/DRAM servers
+at full bandwidth, expected miss latency per tensor). The result is a profile vector per CTA:
+[duration_s, memory_stall_s, tensor_stall_s, exp_stall_s, alu_stall_s], the mean over the k
+copies.
+
+A program is cut into segments that are profiled separately and summed:
+  - a run of plain ops: simulated as is;
+  - an innermost Loop: simulated directly when short; otherwise at two truncated counts
+    T1 < T2 and extrapolated linearly (a buffered loop settles into a steady period within a
+    few iterations, so duration(n) = duration(T1) + (n − T1)·period);
+  - a Loop with nested loops: count × profile(body).
+Profiles are memoized by the segment's shape (ops without tile coordinates), k and the miss
+probabilities, so the work grows with the number of distinct CTA classes, not with N².
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import simpy
+
+from ..schedule import Loop
+from .compute import SmUnits
+from .memory import ExpectedMemory, Server
+from .pipeline import CtaContext, run_program
+
+VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
+
+
+def _add(a, b, times=1.0):
+    return tuple(x + times * y for x, y in zip(a, b))
+
+
+ZERO = (0.0,) * VECTOR_LEN
+
+
+def shape_key(items) -> tuple:
+    """The parts of a program that matter for time: ops without coordinates, loop counts."""
+    out = []
+    for item in items:
+        kind = item.kind
+        if kind == "loop":
+            out.append(("loop", item.count, shape_key(item.body)))
+        elif kind == "load":
+            out.append(("load", item.tensor, item.bytes))
+        elif kind == "store":
+            out.append(("store", item.tensor, item.bytes, item.reduce))
+        elif kind == "mma":
+            out.append(("mma", item.m, item.n, item.k))
+        elif kind in ("exp", "alu"):
+            out.append((kind, item.count))
+    return tuple(out)
+
+
+class Characterizer:
+    """Profiles of program segments on one SM, for one kernel's pipeline."""
+
+    def __init__(self, gpu, rates, pipeline, stages_hint: int = 2):
+        self.gpu, self.rates, self.pipe = gpu, rates, pipeline
+        self.t1 = max(8, 2 * max(1, pipeline.stages) + 4)
+        self.t2 = self.t1 + 8
+        self.memo: dict = {}
+        self.simulations = 0
+
+    # ---- one micro-simulation ---------------------------------------------------------
+    def _simulate(self, items: tuple, k: int, miss: tuple) -> tuple:
+        env = simpy.Environment()
+        gpu = self.gpu
+        units = SmUnits(self.rates)
+        mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
+                             Server(gpu.dram_bandwidth_bytes_per_s),
+                             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss))
+        ctxs = [CtaContext(env, units, mem, self.pipe) for _ in range(k)]
+        ends = [0.0] * k
+
+        def cta(i: int):
+            yield from run_program(ctxs[i], items, defaultdict(int))
+            ends[i] = env.now
+
+        for i in range(k):
+            env.process(cta(i))
+        env.run()
+        self.simulations += 1
+        vec = [0.0] * VECTOR_LEN
+        for i in range(k):
+            vec[0] += ends[i]
+            for s in range(4):
+                vec[1 + s] += ctxs[i].stall[s]
+        return tuple(v / k for v in vec)
+
+    def _memo_sim(self, items: tuple, k: int, miss: tuple) -> tuple:
+        key = (shape_key(items), k, miss)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._simulate(items, k, miss)
+        return hit
+
+    # ---- programs -----------------------------------------------------------------------
+    def profile(self, program: tuple, k: int, miss: tuple) -> tuple:
+        """Profile vector of a whole CTA program with k co-resident copies."""
+        total = ZERO
+        plain: list = []
+        for item in program:
+            if isinstance(item, Loop):
+                if plain:
+                    total = _add(total, self._memo_sim(tuple(plain), k, miss))
+                    plain = []
+                total = _add(total, self._loop(item, k, miss))
+            else:
+                plain.append(item)
+        if plain:
+            total = _add(total, self._memo_sim(tuple(plain), k, miss))
+        return total
+
+    def _loop(self, loop: Loop, k: int, miss: tuple) -> tuple:
+        if any(isinstance(i, Loop) for i in loop.body):
+            return _add(ZERO, self.profile(loop.body, k, miss), loop.count)
+        n = loop.count
+        if n < self.t1:
+            return self._memo_sim((loop,), k, miss)
+        short = self._memo_sim((Loop(loop.var, 0, self.t1, loop.body),), k, miss)
+        long = self._memo_sim((Loop(loop.var, 0, self.t2, loop.body),), k, miss)
+        slope = tuple((b - a) / (self.t2 - self.t1) for a, b in zip(short, long))
+        return _add(short, slope, n - self.t1)

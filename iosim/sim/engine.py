@@ -1,0 +1,101 @@
+"""Exact mode: every CTA of every kernel is a SimPy process that runs every tile op of its
+program (pipeline.py) on its SM's units, through the tile-level LRU L2 and the DRAM and
+L2↔SM bandwidth servers (memory.py). Kernels run back to back, `launch_overhead_s` apart.
+"""
+from __future__ import annotations
+
+import simpy
+
+from ..algorithms.common import occupancy
+from ..errors import IosimError
+from ..schedule import program_totals
+from .compute import SmRates, SmUnits
+from .dispatch import SlotPicker
+from .memory import ExactMemory, MemoryCounters, Server, TileLru
+from .pipeline import CtaContext, run_program
+from .summary import kernel_result, schedule_result
+from .timeline import Timeline
+
+
+def ctas_per_sm(gpu, kernel) -> int:
+    occ = occupancy(gpu, kernel.launch)
+    if occ <= 0:
+        raise IosimError(f"kernel {kernel.name} does not fit on an SM of {gpu.short_name}")
+    return occ
+
+
+def busy_of_program(program, rates) -> tuple:
+    t = program_totals(program)
+    return (t.mma_flops / rates.tensor_flops_per_s, t.exp / rates.exp_per_s,
+            t.alu / rates.alu_ops_per_s)
+
+
+def _counters_dict(c: MemoryCounters) -> dict:
+    return {name: getattr(c, name) for name in MemoryCounters.__slots__}
+
+
+def simulate_exact(schedule, gpu, l2_effective_fraction: float):
+    rates = SmRates.of(gpu, schedule.problem.dtype)
+    env = simpy.Environment()
+    mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
+                      Server(gpu.l2_bandwidth_bytes_per_s), Server(gpu.dram_bandwidth_bytes_per_s),
+                      gpu.l2_latency_s, gpu.dram_latency_s)
+    sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
+    timeline = Timeline()
+    timeline.kernel_names = [k.name for k in schedule.kernels]
+    spans = []
+
+    def run_kernel(ki: int, kernel):
+        occ = ctas_per_sm(gpu, kernel)
+        n = kernel.num_ctas
+        picker = SlotPicker(gpu.sm_count, occ)
+        state = {"next": 0, "left": n}
+        done = env.event()
+
+        def cta(c: int, sm: int):
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline)
+            start_s = env.now
+            program = kernel.program(c)
+            yield from run_program(ctx, program, {})
+            timeline.add(ki, c, sm, start_s, env.now, ctx.stall, busy_of_program(program, rates))
+            picker.release(sm)
+            state["left"] -= 1
+            launch_more()
+            if state["left"] == 0:
+                done.succeed()
+
+        def launch_more():
+            while state["next"] < n:
+                sm = picker.pick()
+                if sm is None:
+                    return
+                env.process(cta(state["next"], sm))
+                state["next"] += 1
+
+        mem.kernel_counters = MemoryCounters()
+        start_s = env.now
+        launch_more()
+        if n:
+            yield done
+        spans.append((start_s, env.now, occ, _counters_dict(mem.kernel_counters)))
+
+    def main():
+        for ki, kernel in enumerate(schedule.kernels):
+            if ki:
+                yield env.timeout(gpu.launch_overhead_s)
+            yield from run_kernel(ki, kernel)
+
+    env.process(main())
+    env.run()
+    before_flush = mem.counters.dram_write_bytes
+    mem.flush()
+    if spans:   # the flush belongs to no kernel's time; count its bytes with the last kernel
+        spans[-1][3]["dram_write_bytes"] += mem.counters.dram_write_bytes - before_flush
+    kernels = [kernel_result(k, gpu, rates, s, e, occ, m)
+               for k, (s, e, occ, m) in zip(schedule.kernels, spans)]
+    total = _counters_dict(mem.counters)
+    model = {"l2_effective_fraction": l2_effective_fraction,
+             "l2_effective_capacity_bytes": gpu.l2_capacity_bytes * l2_effective_fraction,
+             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back"}
+    return schedule_result("exact", schedule, gpu, kernels, total,
+                           timeline.sorted_by_kernel_cta(), model)

@@ -1,0 +1,164 @@
+"""Fast mode, step 3: the L2, replayed on a sample of the tile accesses.
+
+The accesses every CTA makes are placed in time from the CTA's start and end (fluid.py): an
+op's time is start + (end − start) × (its position among the CTA's expanded ops ÷ their
+number); buffered loads are moved `stages − 1` iterations earlier, as they are issued. They run
+through the same tile LRU, write-allocate / write-back rules as exact mode (memory.py), in time
+order.
+
+Sampling, so that the cost does not grow with N²:
+  - set sampling: a tile (tensor, *coord) is simulated iff (coord[-1] + crc32(tensor,
+    coord[:-1])) mod R == 0, in an LRU of capacity C_eff / R. The rule depends only on the
+    tile, so every access to a sampled tile, from any kernel, is simulated; for the loop over
+    the last coordinate the sampled iterations are enumerated arithmetically. R is the
+    smallest ratio that keeps the sampled accesses within `budget`, but at most
+    C_eff / (32 × largest tile) so that the sampled cache still holds dozens of tiles.
+    R = 1 (every access) whenever the problem is small enough.
+  - CTA sampling: if R at its cap still gives too many accesses, only the first CTAs of each
+    kernel in launch order are replayed (all kernels keep the same fraction) and each
+    kernel's miss ratio per tensor is applied to all of its loads. Repeated waves make the
+    prefix representative.
+Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio;
+write-backs and the final flush are scaled by stored bytes ÷ sampled stored bytes.
+"""
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+
+from ..schedule import Loop
+
+TILES_PER_SAMPLED_CACHE = 32
+
+
+class _Salt(dict):
+    def __missing__(self, prefix):
+        v = self[prefix] = zlib.crc32(repr(prefix).encode())
+        return v
+
+
+def _ticks(items, memo: dict) -> int:
+    key = id(items)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is items:
+        return hit[1]
+    n = 0
+    for it in items:
+        n += it.count * _ticks(it.body, memo) if isinstance(it, Loop) else 1
+    memo[key] = (items, n)
+    return n
+
+
+class AccessSampler:
+    def __init__(self, ratio: int):
+        self.ratio = ratio
+        self.salt = _Salt()
+        self.ticks_memo: dict = {}
+        self.out: list = []        # (time_s, serial, kernel, key, bytes, op) op: 0 load 1 store 2 reduce
+        self.serial = 0
+
+    def sampled(self, key: tuple) -> bool:
+        if self.ratio == 1:
+            return True
+        return (key[-1] + self.salt[key[:-1]]) % self.ratio == 0
+
+    def cta(self, ki: int, program: tuple, start_s: float, end_s: float, stages: int) -> None:
+        total = _ticks(program, self.ticks_memo)
+        self._walk(ki, program, 0, {}, start_s, (end_s - start_s) / max(total, 1), stages)
+
+    def _emit(self, t: float, ki: int, key, op) -> None:
+        code = 0 if op.kind == "load" else (2 if op.reduce else 1)
+        self.out.append((t, self.serial, ki, key, op.bytes, code))
+        self.serial += 1
+
+    def _walk(self, ki, items, pos, env, t0, dt, stages):
+        R = self.ratio
+        for item in items:
+            if not isinstance(item, Loop):
+                if item.kind in ("load", "store"):
+                    key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                                 for c in item.coord)
+                    if self.sampled(key):
+                        self._emit(t0 + dt * pos, ki, key, item)
+                pos += 1
+                continue
+            body, var, start, count = item.body, item.var, item.start, item.count
+            body_ticks = _ticks(body, self.ticks_memo)
+            if any(isinstance(b, Loop) for b in body):
+                for v in range(start, start + count):
+                    env[var] = v
+                    self._walk(ki, body, pos + (v - start) * body_ticks, env, t0, dt, stages)
+                env.pop(var, None)
+                pos += count * body_ticks
+                continue
+            has_loads = any(b.kind == "load" for b in body)
+            for idx, op in enumerate(body):
+                if op.kind not in ("load", "store"):
+                    continue
+                lead = (stages - 1) if (op.kind == "load" and has_loads) else 0
+                coord = op.coord
+                if coord and coord[-1] == var and var not in coord[:-1]:
+                    head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                                for c in coord[:-1])
+                    first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
+                    for v in range(first, start + count, R):
+                        j = v - start - lead
+                        self._emit(t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                   ki, head + (v,), op)
+                else:
+                    for v in range(start, start + count):
+                        env[var] = v
+                        key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                                   for c in coord)
+                        if self.sampled(key):
+                            j = v - start - lead
+                            self._emit(t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                       ki, key, op)
+                    env.pop(var, None)
+            pos += count * body_ticks
+
+
+def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float):
+    """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
+    load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
+    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving)."""
+    accesses.sort(key=lambda a: (a[0], a[1]))
+    lines: OrderedDict = OrderedDict()
+    used = 0
+    per = [{"load": {}, "miss": {}, "loads": {}, "wait": {}, "store": 0, "writeback": 0,
+             "reduce_read": 0}
+           for _ in range(n_kernels)]
+    for t, _s, ki, key, nbytes, code in accesses:
+        k = per[ki]
+        entry = lines.get(key)
+        if code == 0:
+            tensor = key[0]
+            k["load"][tensor] = k["load"].get(tensor, 0) + nbytes
+            k["loads"][tensor] = k["loads"].get(tensor, 0) + 1
+            if entry is not None:
+                lines.move_to_end(key)
+                if entry[2] > t:              # the line is still on its way from DRAM
+                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + (entry[2] - t) / dram_latency_s
+                continue
+            k["miss"][tensor] = k["miss"].get(tensor, 0) + nbytes
+            k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0
+            lines[key] = [nbytes, False, t + dram_latency_s]
+        else:
+            k["store"] += nbytes
+            if entry is not None:
+                lines.move_to_end(key)
+                entry[1] = True
+                used += nbytes - entry[0]
+                entry[0] = nbytes
+                continue
+            if code == 2:
+                k["reduce_read"] += nbytes
+            lines[key] = [nbytes, True, t]
+        used += nbytes
+        while used > capacity_bytes and len(lines) > 1:
+            _, (b, d, _r) = lines.popitem(last=False)
+            used -= b
+            if d:
+                k["writeback"] += b
+    flush = sum(e[0] for e in lines.values() if e[1])
+    return per, flush

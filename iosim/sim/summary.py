@@ -1,0 +1,57 @@
+"""Turn per-kernel spans, byte counts and the timeline into a SimResult (both modes)."""
+from __future__ import annotations
+
+from ..schedule import program_totals  # noqa: F401  (re-exported for the modes)
+from .result import RESOURCES, KernelResult, SimResult, bound_of
+
+
+def unit_busy_s(totals, rates) -> dict:
+    """Seconds each per-SM unit type is busy, summed over SMs (exact: work ÷ per-SM rate)."""
+    return {"tensor": totals.mma_flops / rates.tensor_flops_per_s,
+            "exp": totals.exp / rates.exp_per_s,
+            "alu": totals.alu / rates.alu_ops_per_s}
+
+
+def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict) -> KernelResult:
+    totals = kernel.totals()
+    busy = unit_busy_s(totals, rates)
+    dram_bytes = mem["dram_read_bytes"] + mem["dram_write_bytes"]
+    busy["dram"] = dram_bytes / gpu.dram_bandwidth_bytes_per_s
+    busy["l2"] = (totals.bytes_loaded + totals.bytes_stored) / gpu.l2_bandwidth_bytes_per_s
+    span = end_s - start_s
+    util = {r: (busy[r] / (span * (1 if r in ("dram", "l2") else gpu.sm_count)) if span > 0 else 0.0)
+            for r in RESOURCES}
+    return KernelResult(name=kernel.name, start_s=start_s, end_s=end_s,
+                        num_ctas=kernel.num_ctas, ctas_per_sm=occ,
+                        waves=kernel.num_ctas / (occ * gpu.sm_count),
+                        l2_to_sm_bytes=totals.bytes_loaded, sm_to_l2_bytes=totals.bytes_stored,
+                        dram_read_bytes=mem["dram_read_bytes"],
+                        dram_write_bytes=mem["dram_write_bytes"],
+                        busy_s={r: busy[r] for r in RESOURCES}, utilization=util,
+                        bound_by=bound_of(util))
+
+
+def schedule_result(mode, schedule, gpu, kernels: list, mem_total: dict, timeline,
+                    model: dict) -> SimResult:
+    time_s = kernels[-1].end_s if kernels else 0.0
+    busy = {r: 0.0 for r in RESOURCES}
+    for k in kernels:
+        for r in RESOURCES:
+            busy[r] += k.busy_s[r]
+    util = {r: (busy[r] / (time_s * (1 if r in ("dram", "l2") else gpu.sm_count))
+                if time_s > 0 else 0.0) for r in RESOURCES}
+    stall = {"memory": timeline.column_sum("memory_stall_s"),
+             "tensor": timeline.column_sum("tensor_stall_s"),
+             "exp": timeline.column_sum("exp_stall_s"),
+             "alu": timeline.column_sum("alu_stall_s")}
+    cta_time = timeline.column_sum("end_s") - timeline.column_sum("start_s")
+    return SimResult(mode=mode, algorithm=schedule.algorithm, gpu=gpu.short_name, time_s=time_s,
+                     bound_by=bound_of(util), kernels=kernels, busy_s=busy, utilization=util,
+                     l2_to_sm_bytes=sum(k.l2_to_sm_bytes for k in kernels),
+                     sm_to_l2_bytes=sum(k.sm_to_l2_bytes for k in kernels),
+                     dram_read_bytes=mem_total["dram_read_bytes"],
+                     dram_write_bytes=mem_total["dram_write_bytes"],
+                     dram_write_flush_bytes=mem_total["dram_write_flush_bytes"],
+                     l2_load_hit_bytes=mem_total["load_hit_bytes"],
+                     l2_load_miss_bytes=mem_total["load_miss_bytes"],
+                     stall_s=stall, cta_time_s=cta_time, timeline=timeline, model=model)

@@ -1,0 +1,70 @@
+"""The per-CTA timeline: one row per CTA (both modes), kept in compact typed arrays until a
+report asks for a pandas DataFrame.
+
+Columns: kernel (index in the schedule), cta (linear launch index), sm, start_s, end_s, then
+the CTA's phase times: memory_stall_s, tensor_stall_s, exp_stall_s, alu_stall_s (time its first
+thread was blocked on each) and tensor_s, exp_s, alu_s (its own work on each unit at the SM's
+full rate). In fast mode start/end come from the fluid dispatch simulation and the phase times
+from the micro-simulated CTA class (see docs/simulator.md).
+"""
+from __future__ import annotations
+
+from array import array
+
+INT_COLUMNS = ("kernel", "cta", "sm")
+FLOAT_COLUMNS = ("start_s", "end_s", "memory_stall_s", "tensor_stall_s", "exp_stall_s",
+                 "alu_stall_s", "tensor_s", "exp_s", "alu_s")
+COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
+
+
+class Timeline:
+    def __init__(self):
+        self.columns = {c: array("q") for c in INT_COLUMNS}
+        self.columns.update({c: array("d") for c in FLOAT_COLUMNS})
+        self.kernel_names: list[str] = []
+
+    def add(self, kernel: int, cta: int, sm: int, start_s: float, end_s: float,
+            stall: list, busy: tuple) -> None:
+        c = self.columns
+        c["kernel"].append(kernel)
+        c["cta"].append(cta)
+        c["sm"].append(sm)
+        c["start_s"].append(start_s)
+        c["end_s"].append(end_s)
+        c["memory_stall_s"].append(stall[0])
+        c["tensor_stall_s"].append(stall[1])
+        c["exp_stall_s"].append(stall[2])
+        c["alu_stall_s"].append(stall[3])
+        c["tensor_s"].append(busy[0])
+        c["exp_s"].append(busy[1])
+        c["alu_s"].append(busy[2])
+
+    def __len__(self) -> int:
+        return len(self.columns["cta"])
+
+    def sorted_by_kernel_cta(self) -> "Timeline":
+        """Rows in (kernel, cta) order, so that both modes list CTAs alike."""
+        order = sorted(range(len(self)), key=lambda r: (self.columns["kernel"][r],
+                                                         self.columns["cta"][r]))
+        out = Timeline()
+        out.kernel_names = list(self.kernel_names)
+        for name, col in self.columns.items():
+            out.columns[name] = array(col.typecode, (col[r] for r in order))
+        return out
+
+    def column_sum(self, name: str) -> float:
+        total = 0.0
+        for v in self.columns[name]:    # fixed order: deterministic float sum
+            total += v
+        return total
+
+    def to_dataframe(self):
+        import numpy as np
+        import pandas as pd
+
+        data = {name: np.frombuffer(col, dtype=np.int64 if col.typecode == "q" else np.float64)
+                .copy() for name, col in self.columns.items()}
+        df = pd.DataFrame(data, columns=list(COLUMNS))
+        names = self.kernel_names
+        df.insert(1, "kernel_name", [names[k] for k in data["kernel"]] if names else "")
+        return df
