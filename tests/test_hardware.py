@@ -65,3 +65,13 @@ def test_malformed_yaml_names_the_line(tmp_path):
 def test_unknown_gpu_lists_choices():
     with pytest.raises(IosimError, match="choose one of a100, h100, h200"):
         load_gpu("rtx9090")
+
+
+@pytest.mark.parametrize("stem", available_gpus())
+def test_config_figures_are_yaml_numbers_not_strings(stem):
+    from iosim.paths import GPU_CONFIG_DIR
+    raw = yaml.safe_load((GPU_CONFIG_DIR / f"{stem}.yaml").read_text())
+    figures = {k: v for k, v in raw.items() if k not in ("name", "short_name", "sources", "features")}
+    figures.update({f"tensor.{k}": v for k, v in raw["tensor_flops_per_s"].items()})
+    figures.pop("tensor_flops_per_s")
+    assert [k for k, v in figures.items() if not (v is None or isinstance(v, (int, float)))] == []

@@ -92,3 +92,13 @@ def test_html_is_not_overwritten_without_force(tmp_path):
     assert r.exit_code == 2 and "--force" in r.output and out.read_text() == "precious"
     r = run(*SMALL, "--html", str(out), "--force")
     assert r.exit_code == 0 and "plotly" in out.read_text(encoding="utf-8").lower()
+
+
+@pytest.mark.parametrize("args", [
+    ["--gpu", "a100", "--seq", "1000", "--head-dim", "64", "--causal", "--dtype", "bf16", "--heads", "2"],
+    ["--gpu", "h200", "--seq", "256", "--head-dim", "256", "--heads", "1"],   # Nd = d²: no large fit
+])
+def test_lesson_builds_for_causal_ragged_and_tiny_problems(args):
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert "7. Exercises" in r.output

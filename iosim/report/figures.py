@@ -296,6 +296,5 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
         fig.update_yaxes(title="SM", autorange="reversed", row=row, col=1)
         fig.update_xaxes(title="time (µs)", row=row, col=1)
     fig.update_layout(**LAYOUT, title=title, barmode="overlay", bargap=0)
-    fig.update_layout(height=height, showlegend=True,
-                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1.0, xanchor="right"))
+    fig.update_layout(height=height, showlegend=True)
     return fig

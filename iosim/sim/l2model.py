@@ -120,8 +120,8 @@ class AccessSampler:
 
 def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float):
     """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
-    load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
-    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving)."""
+    load / miss bytes per tensor, `wait` per tensor = loads that wait for DRAM (misses, and hits
+    on a line still arriving from DRAM)."""
     accesses.sort(key=lambda a: (a[0], a[1]))
     lines: OrderedDict = OrderedDict()
     used = 0
@@ -137,8 +137,9 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
             k["loads"][tensor] = k["loads"].get(tensor, 0) + 1
             if entry is not None:
                 lines.move_to_end(key)
-                if entry[2] > t:              # the line is still on its way from DRAM
-                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + (entry[2] - t) / dram_latency_s
+                if entry[2] > t:   # the line is still on its way from DRAM: this reader is
+                    # gated by the leader's fetch, like a miss (lockstep readers in exact mode)
+                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0
                 continue
             k["miss"][tensor] = k["miss"].get(tensor, 0) + nbytes
             k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0
