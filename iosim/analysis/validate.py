@@ -1,0 +1,215 @@
+"""`iosim validate`: predict every measured configuration and report the error.
+
+Inputs (committed, produced on the H200 by one command; see scenarios/validation/README.md):
+- scenarios/validation/sweep.yaml: the configurations (problem, implementation, and the iosim
+  schedule that describes the implementation);
+- scenarios/validation/measured_h200.csv: per configuration id, the median kernel time and
+  Nsight Compute's byte counters summed over the configuration's kernels.
+
+Calibration: the simulator's time is scaled by one efficiency factor per (implementation,
+algorithm, direction) group, fitted as the median measured/predicted ratio on the *training*
+rows (even positions of the sweep). Errors are reported for all rows and for the held-out
+rows (odd positions) separately, before and after the fit. Bytes are never fitted.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import yaml
+
+from ..errors import IosimError
+from ..paths import SCENARIO_DIR
+
+VALIDATION_DIR = SCENARIO_DIR / "validation"
+BUDGETS = {  # issue #5's error budgets
+    "project": {"l2_to_sm_bytes_max_abs_err": 0.02, "dram_bytes_max_abs_err": 0.10,
+                "time_mape": 0.10, "time_max_abs_err": 0.20},
+    "external": {"time_mape": 0.15},
+}
+PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype",
+                "causal", "direction")
+
+
+@dataclass
+class Row:
+    id: str
+    impl: str
+    algorithm: str
+    direction: str
+    train: bool
+    measured_time_s: float
+    predicted_time_s: float
+    calibrated_time_s: float
+    measured_l2_to_sm_bytes: float | None
+    predicted_l2_to_sm_bytes: float
+    measured_dram_bytes: float | None
+    predicted_dram_bytes: float
+
+    @property
+    def group(self) -> tuple:
+        return (self.impl, self.algorithm, self.direction)
+
+    @property
+    def time_err(self) -> float:
+        return self.calibrated_time_s / self.measured_time_s - 1
+
+    @property
+    def raw_time_err(self) -> float:
+        return self.predicted_time_s / self.measured_time_s - 1
+
+    @property
+    def l2_err(self) -> float | None:
+        m = self.measured_l2_to_sm_bytes
+        return self.predicted_l2_to_sm_bytes / m - 1 if m else None
+
+    @property
+    def dram_err(self) -> float | None:
+        m = self.measured_dram_bytes
+        return self.predicted_dram_bytes / m - 1 if m else None
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.update(time_err=self.time_err, raw_time_err=self.raw_time_err, l2_err=self.l2_err,
+                 dram_err=self.dram_err)
+        return d
+
+
+def _float(v):
+    return float(v) if v not in (None, "", "nan") else None
+
+
+def load_measurements(path: Path) -> dict:
+    if not path.is_file():
+        raise IosimError(f"no measurements at {path}; run the sweep on a GPU first "
+                         f"(scenarios/validation/README.md)")
+    with path.open() as f:
+        return {r["id"]: r for r in csv.DictReader(f)}
+
+
+def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
+    from ..problem import AttentionProblem
+    from .analyze import analyze
+    gpu = gpu or sweep.get("gpu", "h200-calibrated")
+    rows = []
+    for pos, cfg in enumerate(sweep["configs"]):
+        m = measured.get(cfg["id"])
+        if m is None or _float(m.get("time_s")) is None:
+            continue
+        problem = AttentionProblem(**{k: cfg[k] for k in PROBLEM_KEYS if k in cfg})
+        a = analyze(problem, gpu, cfg["algorithm"], model=model)
+        dram_r, dram_w = _float(m.get("dram_read_bytes")), _float(m.get("dram_write_bytes"))
+        rows.append(Row(
+            id=cfg["id"], impl=cfg["impl"], algorithm=cfg["algorithm"],
+            direction=cfg["direction"], train=pos % 2 == 0,
+            measured_time_s=float(m["time_s"]), predicted_time_s=a.predicted_time_s,
+            calibrated_time_s=a.predicted_time_s,
+            measured_l2_to_sm_bytes=_float(m.get("l2_to_sm_read_bytes")),
+            predicted_l2_to_sm_bytes=a.counters.l2_to_smem_bytes,
+            measured_dram_bytes=(dram_r + dram_w) if dram_r is not None and dram_w is not None else None,
+            predicted_dram_bytes=a.dram_read_bytes + a.dram_write_bytes))
+    return rows
+
+
+def fit_efficiency(rows: list) -> dict:
+    """Median measured/predicted time per group, on training rows only."""
+    groups: dict = {}
+    for r in rows:
+        if r.train:
+            groups.setdefault(r.group, []).append(r.measured_time_s / r.predicted_time_s)
+    factors = {g: statistics.median(v) for g, v in sorted(groups.items())}
+    for r in rows:
+        r.calibrated_time_s = r.predicted_time_s * factors.get(r.group, 1.0)
+    return factors
+
+
+def summarize(rows: list) -> dict:
+    def stats(sel, attr):
+        errs = [abs(getattr(r, attr)) for r in sel if getattr(r, attr) is not None]
+        if not errs:
+            return {"n": 0, "mape": None, "max_abs_err": None}
+        return {"n": len(errs), "mape": sum(errs) / len(errs), "max_abs_err": max(errs)}
+
+    out = {}
+    for kind, pred in (("project", lambda r: r.impl == "iosim"),
+                       ("external", lambda r: r.impl != "iosim")):
+        sel = [r for r in rows if pred(r)]
+        out[kind] = {
+            "time": stats(sel, "time_err"),
+            "time_held_out": stats([r for r in sel if not r.train], "time_err"),
+            "time_uncalibrated": stats(sel, "raw_time_err"),
+            "l2_to_sm_bytes": stats(sel, "l2_err"),
+            "dram_bytes": stats(sel, "dram_err"),
+        }
+    return out
+
+
+def check_budgets(summary: dict) -> list:
+    """Budget violations as one-line strings (empty when every budget holds)."""
+    fails = []
+    p, e = summary["project"], summary["external"]
+    b = BUDGETS["project"]
+    checks = [
+        (p["l2_to_sm_bytes"]["max_abs_err"], b["l2_to_sm_bytes_max_abs_err"], "project L2→SM bytes max error"),
+        (p["dram_bytes"]["max_abs_err"], b["dram_bytes_max_abs_err"], "project DRAM bytes max error"),
+        (p["time"]["mape"], b["time_mape"], "project time MAPE"),
+        (p["time"]["max_abs_err"], b["time_max_abs_err"], "project time max error"),
+        (e["time"]["mape"], BUDGETS["external"]["time_mape"], "external time MAPE"),
+    ]
+    for value, limit, name in checks:
+        if value is not None and value > limit:
+            fails.append(f"{name} {value:.1%} exceeds {limit:.0%}")
+    return fails
+
+
+def validate_dataset(sweep_path: Path | None = None, measured_path: Path | None = None,
+                     gpu: str | None = None) -> tuple[list, dict, dict]:
+    sweep_path = sweep_path or VALIDATION_DIR / "sweep.yaml"
+    measured_path = measured_path or VALIDATION_DIR / "measured_h200.csv"
+    sweep = yaml.safe_load(Path(sweep_path).read_text())
+    rows = predict_rows(sweep, load_measurements(Path(measured_path)), gpu)
+    if not rows:
+        raise IosimError(f"no configuration of {sweep_path} has a measurement in {measured_path}")
+    factors = fit_efficiency(rows)
+    return rows, factors, summarize(rows)
+
+
+def _pct(v):
+    return "—" if v is None else f"{v:+.1%}"
+
+
+@click.command()
+@click.option("--sweep", "sweep_path", type=click.Path(exists=True, dir_okay=False),
+              help="Sweep YAML [scenarios/validation/sweep.yaml].")
+@click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
+              help="Measurements CSV [scenarios/validation/measured_h200.csv].")
+@click.option("--gpu", help="GPU config to predict with [the sweep's, h200-calibrated].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def validate(sweep_path, measured_path, gpu, fmt):
+    """Predict every measured configuration; report errors against the budgets."""
+    rows, factors, summary = validate_dataset(
+        Path(sweep_path) if sweep_path else None,
+        Path(measured_path) if measured_path else None, gpu)
+    fails = check_budgets(summary)
+    if fmt == "json":
+        click.echo(json.dumps({"rows": [r.to_dict() for r in rows],
+                               "efficiency_factors": {"/".join(g): f for g, f in factors.items()},
+                               "summary": summary, "budget_failures": fails}, indent=2))
+        return
+    click.echo(f"{'id':<44} {'split':<5} {'meas':>9} {'pred':>9} {'t err':>7} {'L2→SM':>7} {'DRAM':>7}")
+    for r in rows:
+        click.echo(f"{r.id:<44} {'train' if r.train else 'test':<5} "
+                   f"{r.measured_time_s * 1e3:>7.3f}ms {r.calibrated_time_s * 1e3:>7.3f}ms "
+                   f"{_pct(r.time_err):>7} {_pct(r.l2_err):>7} {_pct(r.dram_err):>7}")
+    click.echo("")
+    for g, f in factors.items():
+        click.echo(f"efficiency factor {'/'.join(g):<28} {f:.3f} (measured / simulated, training rows)")
+    for kind, s in summary.items():
+        click.echo(f"{kind:<8} time MAPE {_pct(s['time']['mape'])} (held out {_pct(s['time_held_out']['mape'])}, "
+                   f"uncalibrated {_pct(s['time_uncalibrated']['mape'])}), max {_pct(s['time']['max_abs_err'])}; "
+                   f"L2→SM max {_pct(s['l2_to_sm_bytes']['max_abs_err'])}; DRAM max {_pct(s['dram_bytes']['max_abs_err'])}")
+    click.echo("budgets: " + ("all hold" if not fails else "; ".join(fails)))
