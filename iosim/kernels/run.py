@@ -168,22 +168,35 @@ class Launcher:
         self._launch(kernel, "fa1_fwd.cu", "fa1_fwd", self._defines(t),
                      (T["Q"], T["K"], T["V"], o, l, m, *self._dims()))
 
-    # standard: cuBLAS GEMMs (cupy.matmul) around the traced softmax kernel
+    # standard: cuBLAS GEMMs around the traced softmax kernel
+    @staticmethod
+    def _matmul(a, b):
+        """a @ b by cuBLAS in fp16 with fp32 accumulation. Through torch (zero-copy DLPack)
+        where torch is installed: cupy.matmul on float16 was seen (ncu, H200) to copy both
+        operands to float32 first, traffic the standard schedule does not have."""
+        try:
+            import torch
+        except ImportError:
+            return _cp().matmul(a, b)
+        cp = _cp()
+        ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+        return cp.from_dlpack(torch.matmul(ta, tb))
+
     def _grouped(self, x):
         p = self.problem
         g = p.group_size
         return x if g == 1 else x.reshape(p.batch, p.heads_kv, 1, *x.shape[2:])
 
     def k_std_fwd_qk(self, kernel, T):
-        cp, p = _cp(), self.problem
+        p = self.problem
         if p.dtype != "fp16":
-            raise IosimError("standard attention runs its GEMMs through cupy.matmul: fp16 only")
+            raise IosimError("standard attention's GEMMs run on float16 arrays: fp16 only")
         self.untraced.append(kernel.name)
         q = T["Q"].reshape(p.batch, p.heads_kv, p.group_size, p.seq_q, p.head_dim) \
             if p.group_size > 1 else T["Q"]
         k = self._grouped(T["K"])
         # S = Q Kᵀ unscaled (the 1/√d is applied in the softmax kernel: the same bytes)
-        s = cp.matmul(q, k.swapaxes(-1, -2))
+        s = self._matmul(q, k.swapaxes(-1, -2))
         T["S"] = s.reshape(p.batch, p.heads_q, p.seq_q, p.seq_kv)
 
     def k_std_fwd_softmax(self, kernel, T):
@@ -196,11 +209,11 @@ class Launcher:
                       np.int32(1 if p.causal else 0), np.float32(self.scale), np.int32(1 if single else 0)))
 
     def k_std_fwd_pv(self, kernel, T):
-        cp, p = _cp(), self.problem
+        p = self.problem
         self.untraced.append(kernel.name)
         pm = T["P"].reshape(p.batch, p.heads_kv, p.group_size, p.seq_q, p.seq_kv) \
             if p.group_size > 1 else T["P"]
-        o = cp.matmul(pm, self._grouped(T["V"]))
+        o = self._matmul(pm, self._grouped(T["V"]))
         T["O"] = o.reshape(p.batch, p.heads_q, p.seq_q, p.head_dim)
 
 

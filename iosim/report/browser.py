@@ -17,7 +17,8 @@ CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-st
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-default-apps", "--disable-extensions", "--mute-audio",
-         "--hide-scrollbars", "--disable-dev-shm-usage"]
+         "--hide-scrollbars", "--disable-dev-shm-usage",
+         "--host-resolver-rules=MAP * ~NOTFOUND"]   # no host resolves: nothing can be fetched
 STATUS = re.compile(r'<pre id="iosim-status"[^>]*>(.*?)</pre>', re.S)
 
 

@@ -35,6 +35,9 @@ OPTIONS = [
     (("--warps",), dict(type=int, help="Override warps per CTA.")),
     (("--model",), dict(type=click.Choice(["sim", "roofline"]), default="sim", show_default=True,
                         help="Time model (sim falls back to roofline without the simulator).")),
+    (("--sim-max-ctas",), dict(type=int, default=250_000, show_default=True,
+                               help="Schedules with more CTAs use the roofline model "
+                                    "(simulating millions of CTAs takes minutes).")),
     (("--mode", "sim_mode"), dict(type=click.Choice(["fast", "exact"]), default="fast",
                                   show_default=True, help="Simulator mode.")),
     (("-o", "--output"), dict(type=click.Path(dir_okay=False), required=True,
@@ -107,7 +110,7 @@ def resolve_report(kw: dict) -> dict:
 @click.command("report")
 @report_options
 @click.pass_context
-def report(ctx, output, force, progress, model, sim_mode, **kw):
+def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, **kw):
     """Write one self-contained HTML report: roofline, bytes vs N and vs SRAM size,
     algorithms side by side, CTA timelines."""
     import time
@@ -117,7 +120,8 @@ def report(ctx, output, force, progress, model, sim_mode, **kw):
     if path.exists() and not force:
         raise IosimError(f"{output} exists; pass --force to overwrite it")
     r = resolve_report(kw)
-    spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx), **r)
+    spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
+                      sim_max_ctas=sim_max_ctas, **r)
     t0 = time.perf_counter()
     text = build_report(spec, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)

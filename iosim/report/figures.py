@@ -85,6 +85,7 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
                      f"intensity vs {level}: {p[key]:,.2f} FLOP/B<br>"
                      f"achieved: {p['flops_per_s']:,.4g} FLOP/s ({si(p['flops_per_s'], 'FLOP/s')})<br>"
                      f"time: {p['time_s']:.6g} s ({seconds(p['time_s'])}), bound by {p['bound_by']}<br>"
+                     f"time model: {p['model']}<br>"
                      f"matmul FLOPs: {p['mma_flops']:,}<br>"
                      f"{'DRAM' if level == 'DRAM' else 'L2↔SM'} bytes: "
                      f"{exact_bytes(p['dram_bytes'] if level == 'DRAM' else p['l2_bytes'])}")

@@ -35,6 +35,7 @@ class ReportSpec:
     command: str = ""
     m_points: int = 10
     timeline_cap: int = TIMELINE_CAP
+    sim_max_ctas: int | None = sweep.SIM_MAX_CTAS
 
 
 def _fig_html(fig, div_id: str) -> str:
@@ -149,7 +150,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     bar = Progress(len(spec.algorithms) * len(spec.seqs) + len(m_algos) * len(sizes),
                    enabled=progress)
     res = sweep.sweep_n(p, gpu, spec.algorithms, spec.seqs, spec.compare_seq, spec.model,
-                        spec.sim_mode, spec.tiling, bar)
+                        spec.sim_mode, spec.tiling, bar, spec.sim_max_ctas)
     mpoints = sweep.sweep_m(base, gpu, sizes, m_algos, bar)
     bar.close(f"{len(res.points)} analyses, {len(mpoints)} SRAM sizes")
 
@@ -293,6 +294,10 @@ Hover any point for exact numbers.</p>
     else:
         parts.append(f'<p class="muted">No kernel trace was captured for this problem '
                      f'(none in tests/data/traces/ for {e(base.describe())}).</p>\n')
+    notes = sorted(res.notes) + res.substituted
+    if notes:
+        parts.append('<h2 id="notes">Model notes</h2>\n<ul>' + "".join(
+            f"<li>{e(n)}</li>" for n in notes) + "</ul>\n")
     if failures:
         parts.append('<h2 id="skipped">Skipped points</h2>\n<ul>' + "".join(
             f"<li>{e(f['algorithm'])} "

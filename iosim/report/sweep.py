@@ -125,12 +125,23 @@ class SweepResult:
     points: list                      # records over (algorithm, N)
     analyses: dict = field(default_factory=dict)   # (algorithm, N) → Analysis at compare N
     notes: set = field(default_factory=set)
+    substituted: list = field(default_factory=list)
+
+
+SIM_MAX_CTAS = 250_000   # larger schedules use the roofline model in a report (time budget)
+
+
+def schedule_ctas(problem, gpu, algorithm: str, tiling: dict) -> int:
+    from ..algorithms import build_schedule
+    return sum(k.num_ctas for k in build_schedule(problem, gpu, algorithm, **tiling).kernels)
 
 
 def sweep_n(problem, gpu, algorithms, seqs, compare_seq, model="sim", sim_mode="fast",
-            tiling=None, progress: Progress | None = None) -> SweepResult:
+            tiling=None, progress: Progress | None = None,
+            sim_max_ctas: int | None = SIM_MAX_CTAS) -> SweepResult:
     """Analyze every algorithm at every N (seq_q = seq_kv = N). Analyses at `compare_seq` are
-    kept whole (their simulations carry the CTA timelines)."""
+    kept whole (their simulations carry the CTA timelines). Schedules of more than
+    `sim_max_ctas` CTAs are analyzed with the roofline model (the record says so)."""
     from ..analysis.analyze import analyze
     tiling = tiling or {}
     out = SweepResult(points=[])
@@ -138,8 +149,16 @@ def sweep_n(problem, gpu, algorithms, seqs, compare_seq, model="sim", sim_mode="
         for n in seqs:
             p = problem.with_(seq_q=n, seq_kv=n)
             try:
+                point_model = model
+                if model == "sim" and sim_max_ctas is not None:
+                    ctas = schedule_ctas(p, gpu, algo, tiling)
+                    if ctas > sim_max_ctas:
+                        point_model = "roofline"
+                        out.substituted.append(
+                            f"{algo} N = {n:,}: {ctas:,} CTAs > {sim_max_ctas:,} "
+                            "(--sim-max-ctas); roofline model used")
                 try:
-                    a = analyze(p, gpu, algo, model=model, sim_mode=sim_mode, **tiling)
+                    a = analyze(p, gpu, algo, model=point_model, sim_mode=sim_mode, **tiling)
                 except ImportError as exc:   # a simulator mode not available in this iosim
                     if model != "sim":
                         raise

@@ -54,6 +54,23 @@ def shape_key(items) -> tuple:
     return tuple(out)
 
 
+def split_segments(program: tuple) -> list:
+    """A program as segments: each maximal run of plain ops, and each top-level Loop alone
+    (as a 1-tuple). The fluid model and the L2 replay walk CTAs segment by segment."""
+    out, plain = [], []
+    for item in program:
+        if isinstance(item, Loop):
+            if plain:
+                out.append(tuple(plain))
+                plain = []
+            out.append((item,))
+        else:
+            plain.append(item)
+    if plain:
+        out.append(tuple(plain))
+    return out
+
+
 class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
@@ -65,7 +82,9 @@ class Characterizer:
         self.simulations = 0
 
     # ---- one micro-simulation ---------------------------------------------------------
-    def _simulate(self, items: tuple, k: int, miss: tuple) -> tuple:
+    def _simulate(self, items: tuple, k: int, miss: tuple, stagger_s: float = 0.0) -> tuple:
+        """k copies of `items` on one SM, copy i starting at i × stagger_s; the mean over the
+        copies of (duration from its own start, stalls)."""
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
@@ -76,8 +95,10 @@ class Characterizer:
         ends = [0.0] * k
 
         def cta(i: int):
+            if i and stagger_s > 0.0:
+                yield env.timeout(i * stagger_s)
             yield from run_program(ctxs[i], items, defaultdict(int))
-            ends[i] = env.now
+            ends[i] = env.now - i * stagger_s
 
         for i in range(k):
             env.process(cta(i))
@@ -101,18 +122,32 @@ class Characterizer:
     def profile(self, program: tuple, k: int, miss: tuple) -> tuple:
         """Profile vector of a whole CTA program with k co-resident copies."""
         total = ZERO
-        plain: list = []
-        for item in program:
-            if isinstance(item, Loop):
-                if plain:
-                    total = _add(total, self._memo_sim(tuple(plain), k, miss))
-                    plain = []
-                total = _add(total, self._loop(item, k, miss))
-            else:
-                plain.append(item)
-        if plain:
-            total = _add(total, self._memo_sim(tuple(plain), k, miss))
+        for vec in self.segment_profiles(program, k, miss):
+            total = _add(total, vec)
         return total
+
+    def segment_profiles(self, program: tuple, k: int, miss: tuple,
+                         burst_span_s: float = 0.0) -> list:
+        """One profile vector per segment of split_segments(program). burst_span_s: over
+        how long a first-wave burst spreads the arrival of the first segment's data."""
+        return [self._loop(seg[0], k, miss) if len(seg) == 1 and isinstance(seg[0], Loop)
+                else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0)
+                for i, seg in enumerate(split_segments(program))]
+
+    def _plain(self, items: tuple, k: int, miss: tuple, burst_span_s: float) -> tuple:
+        """A run of plain ops runs once per CTA, so its k co-resident copies are not assumed
+        to start together: they are staggered evenly over one solo duration (CTAs of a
+        steady stream) or over the burst span, whichever is longer (a first wave whose
+        FIFO loads spread the CTAs' data over the span)."""
+        if k == 1:
+            return self._memo_sim(items, 1, miss)
+        solo = self._memo_sim(items, 1, miss)[0]
+        stagger = max(solo, burst_span_s) / k
+        key = (shape_key(items), k, miss, stagger)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._simulate(items, k, miss, stagger)
+        return hit
 
     def _loop(self, loop: Loop, k: int, miss: tuple) -> tuple:
         if any(isinstance(i, Loop) for i in loop.body):

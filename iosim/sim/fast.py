@@ -14,7 +14,8 @@ from __future__ import annotations
 from math import ceil
 
 from ..algorithms.common import grid_index
-from .characterize import Characterizer, shape_key
+from ..schedule import program_totals
+from .characterize import Characterizer, shape_key, split_segments
 from .compute import SmRates
 from .engine import busy_of_program, ctas_per_sm
 from .fluid import run_kernel
@@ -22,7 +23,7 @@ from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
-DEFAULT_SAMPLE_BUDGET = 60_000   # sampled tile accesses replayed through the L2 model
+DEFAULT_SAMPLE_BUDGET = 30_000   # sampled tile accesses replayed through the L2 model
 
 
 class KernelClasses:
@@ -44,7 +45,16 @@ class KernelClasses:
               all(c[d] == 0 for c in coords for d in range(3) if d not in varying))
         self.reps = reps
         if ok and self._spot_check(varying, index, grid):
-            self.varying, self.index, self.grid = varying, index, grid
+            # class = lookup[flat index over the varying grid dimensions]
+            self._g0, self._g01 = grid[0], grid[0] * grid[1]
+            self._varying = varying
+            mult, self._mult = 1, []
+            for d in varying:
+                self._mult.append(mult)
+                mult *= grid[d]
+            self._lookup = [0] * max(1, mult)
+            for key, i in index.items():
+                self._lookup[sum(k * m for k, m in zip(key, self._mult))] = i
             self._map = None
         else:   # enumerate: every CTA's program shape
             self._map = []
@@ -74,35 +84,31 @@ class KernelClasses:
     def __call__(self, cta: int) -> int:
         if self._map is not None:
             return self._map[cta]
-        c = grid_index(cta, self.grid)
-        return self.index[tuple(c[d] for d in self.varying)]
+        if self._varying == [0]:
+            return self._lookup[cta % self._g0]
+        c = (cta % self._g0, (cta // self._g0) % (self._g01 // self._g0), cta // self._g01)
+        return self._lookup[sum(c[d] * m for d, m in zip(self._varying, self._mult))]
 
 
-def prologue_bytes(program, stages: int, miss: dict) -> tuple:
-    """(L2, DRAM) bytes a CTA loads before its first loop computes: the loads ahead of the
-    first Loop and the first `stages` iterations' loads of that loop (issued at its start)."""
-    l2 = dram = 0.0
-    for item in program:
-        if item.kind == "loop":
-            if any(b.kind == "loop" for b in item.body):
-                break
-            for _ in range(min(stages, item.count)):
-                for b in item.body:
-                    if b.kind == "load":
-                        l2 += b.bytes
-                        dram += b.bytes * miss.get(b.tensor, (0.0, 0.0))[0]
-            break
-        if item.kind == "load":
-            l2 += item.bytes
-            dram += item.bytes * miss.get(item.tensor, (0.0, 0.0))[0]
+def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
+    """Per segment: (L2↔SM bytes, expected DRAM bytes)."""
+    l2, dram = [], []
+    for seg in split_segments(program):
+        t = program_totals(seg)
+        l2.append(t.bytes_loaded + t.bytes_stored)
+        dram.append(sum(b * miss.get(tn, (0.0, 0.0))[0] for tn, b in t.load_bytes.items())
+                    + t.bytes_stored * dram_store_ratio)
     return l2, dram
 
 
-def _dispatch_all(schedule, gpu, rates, infos, miss, dram_scale, characterizers):
-    """Steps 1–2 for every kernel: spans, timeline."""
+def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
+                  limits=None):
+    """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
+    limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
+    the CTAs launched after them)."""
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
-    spans = []
+    spans, marks = [], []
     t = 0.0
     for ki, (kernel, info) in enumerate(zip(schedule.kernels, infos)):
         if ki:
@@ -110,54 +116,69 @@ def _dispatch_all(schedule, gpu, rates, infos, miss, dram_scale, characterizers)
         classes, occ = info["classes"], info["occ"]
         ch = characterizers[ki]
         miss_key = tuple(sorted(miss[ki].items()))
-        profiles = [[ch.profile(p, k, miss_key) for k in range(1, occ + 1)]
-                    for p in classes.programs]
-        l2_bytes = info["l2_bytes"]
-        dram_bytes = [sum(b * miss[ki].get(tn, (0.0, 0.0))[0] for tn, b in lb.items())
-                      + sb * dram_scale[ki]
-                      for lb, sb in zip(info["load_bytes"], info["store_bytes"])]
+        seg_l2, seg_dram = [], []
+        for p in classes.programs:
+            a, b = segment_bytes(p, miss[ki], dram_scale[ki])
+            seg_l2.append(a)
+            seg_dram.append(b)
+        # the first wave's first segments all queue at once: how long until the last has data
+        group = min(kernel.num_ctas, occ * gpu.sm_count)
+        mean_l2 = sum(b[0] for b in seg_l2) / len(seg_l2)
+        mean_dram = sum(b[0] for b in seg_dram) / len(seg_dram)
+        span = group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
+                           mean_dram / gpu.dram_bandwidth_bytes_per_s)
+        seg_profiles = [[ch.segment_profiles(p, k, miss_key, span) for k in range(1, occ + 1)]
+                        for p in classes.programs]
+        burst_first = [bool(p) and p[0].kind != "loop" for p in classes.programs]
         busy = info["busy"]
-        stages = max(1, kernel.pipeline.stages)
-        burst = [prologue_bytes(p, stages, miss[ki]) for p in classes.programs]
+        kmarks = {} if keep_marks(ki) else None
 
-        def emit(cta, sm, s, e, stall, _ki=ki):
-            timeline.add(_ki, cta, sm, s, e, stall, busy[classes(cta)])
+        def emit(cta, cls, sm, s, e, stall, seg_ends, _ki=ki, _marks=kmarks):
+            timeline.add(_ki, cta, sm, s, e, stall, busy[cls])
+            if _marks is not None and keep_marks(_ki, cta):
+                _marks[cta] = (s, tuple(seg_ends))
 
-        end = run_kernel(kernel.num_ctas, classes, profiles, l2_bytes, dram_bytes, occ,
+        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], classes, seg_profiles, seg_l2, seg_dram, occ,
                          gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
-                         gpu.dram_bandwidth_bytes_per_s, t, emit, burst)
+                         gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first)
         spans.append((t, end, occ))
+        marks.append(kmarks)
         t = end
-    return timeline, spans
+    return timeline, spans, marks
 
 
-def _l2_pass(schedule, gpu, infos, timeline, capacity_bytes: float, budget: int):
-    kernels = schedule.kernels
-    accesses = sum(k.totals().loads + k.totals().stores for k in kernels)
-    largest = max((b.bytes for k, info in zip(kernels, infos) for p in info["classes"].programs
-                   for b in _memory_ops(p)), default=1)
-    ratio_cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * largest)))
-    ratio = min(ratio_cap, max(1, ceil(accesses / budget)))
-    fraction = min(1.0, budget * ratio / accesses) if accesses else 1.0
-    sampler = AccessSampler(ratio)
-    cols = timeline.columns
-    start = [dict() for _ in kernels]
-    for r in range(len(timeline)):
-        start[cols["kernel"][r]][cols["cta"][r]] = (cols["start_s"][r], cols["end_s"][r])
-    simulated = []
-    for ki, k in enumerate(kernels):
-        n = k.num_ctas
-        limit = n if fraction >= 1.0 else min(n, max(infos[ki]["occ"] * gpu.sm_count,
-                                                     ceil(n * fraction)))
-        simulated.append(limit)
+class SamplingPlan:
+    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays."""
+
+    def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
+        kernels = schedule.kernels
+        accesses = sum(k.totals().loads + k.totals().stores for k in kernels)
+        largest = max((b.bytes for info in infos for p in info["classes"].programs
+                       for b in _memory_ops(p)), default=1)
+        cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * max(1, largest))))
+        self.ratio = min(cap, max(1, ceil(accesses / budget)))
+        fraction = min(1.0, budget * self.ratio / accesses) if accesses else 1.0
+        self.limits = [k.num_ctas if fraction >= 1.0 else
+                       min(k.num_ctas, max(info["occ"] * gpu.sm_count, ceil(k.num_ctas * fraction)))
+                       for k, info in zip(kernels, infos)]
+
+    def __call__(self, ki: int, cta: int = 0) -> bool:
+        return cta < self.limits[ki]
+
+
+def _l2_pass(schedule, gpu, plan: SamplingPlan, marks, capacity_bytes: float):
+    sampler = AccessSampler(plan.ratio)
+    for ki, k in enumerate(schedule.kernels):
         stages = max(1, k.pipeline.stages)
-        for cta in range(limit):
-            s, e = start[ki][cta]
-            sampler.cta(ki, k.program(cta), s, e, stages)
-    per, flush = replay(sampler.out, capacity_bytes / ratio, len(kernels), gpu.dram_latency_s)
-    return per, flush, {"l2_set_sampling_ratio": ratio,
+        kmarks = marks[ki]
+        for cta in range(plan.limits[ki]):
+            start_s, seg_ends = kmarks[cta]
+            sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages)
+    per, flush = replay(sampler.out, capacity_bytes / plan.ratio, len(schedule.kernels),
+                        gpu.dram_latency_s)
+    return per, flush, {"l2_set_sampling_ratio": plan.ratio,
                         "l2_sampled_accesses": len(sampler.out),
-                        "l2_simulated_ctas": simulated}
+                        "l2_simulated_ctas": list(plan.limits)}
 
 
 def _memory_ops(items):
@@ -174,21 +195,19 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     infos = []
     for kernel in schedule.kernels:
         classes = KernelClasses(kernel)
-        from ..schedule import program_totals
         tots = [program_totals(p) for p in classes.programs]
         infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
-                      "load_bytes": [dict(t.load_bytes) for t in tots],
-                      "store_bytes": [t.bytes_stored for t in tots],
-                      "l2_bytes": [t.bytes_loaded + t.bytes_stored for t in tots],
                       "busy": [busy_of_program(p, rates) for p in classes.programs]})
     characterizers = [Characterizer(gpu, rates, k.pipeline) for k in schedule.kernels]
     n_k = len(schedule.kernels)
     capacity = gpu.l2_capacity_bytes * l2_effective_fraction
+    plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
 
-    # pass 1: everything hits in L2
-    timeline, spans = _dispatch_all(schedule, gpu, rates, infos, [{} for _ in range(n_k)],
-                                    [0.0] * n_k, characterizers)
-    per, flush, sampling = _l2_pass(schedule, gpu, infos, timeline, capacity, l2_sample_budget)
+    # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
+    timeline, spans, marks = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
+                                           [0.0] * n_k, characterizers, plan, plan.limits)
+    per, flush, sampling = _l2_pass(schedule, gpu, plan, marks, capacity)
+    del marks
 
     # scale the sampled L2 counts to every access of every kernel
     miss, dram_scale, mems = [], [], []
@@ -203,9 +222,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
         waits = {t: (p["wait"].get(t, 0.0) / p["loads"][t] if p["loads"].get(t) else overall)
                  for t in tot.load_bytes}
         store_scale = (tot.bytes_stored / p["store"]) if p["store"] else 0.0
-        read = sum(b * ratios[t] for t, b in tot.load_bytes.items())
-        miss_bytes = read
-        read += p["reduce_read"] * store_scale
+        miss_bytes = sum(b * ratios[t] for t, b in tot.load_bytes.items())
+        read = miss_bytes + p["reduce_read"] * store_scale
         write = p["writeback"] * store_scale
         miss.append({t: (ratios[t], waits[t]) for t in tot.load_bytes})
         dram_scale.append((p["writeback"] + p["reduce_read"]) / p["store"] if p["store"] else 0.0)
@@ -216,9 +234,9 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     if mems:
         mems[-1]["dram_write_bytes"] += flush_bytes
 
-    # pass 2: the same dispatch with the L2's miss ratios
-    timeline, spans = _dispatch_all(schedule, gpu, rates, infos, miss, dram_scale,
-                                    characterizers)
+    # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
+    timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
+                                       lambda ki, cta=0: False)
     kernels = [kernel_result(k, gpu, rates, s, e, occ, m)
                for k, (s, e, occ), m in zip(schedule.kernels, spans, mems)]
     total = {"dram_read_bytes": sum(m["dram_read_bytes"] for m in mems),

@@ -1,22 +1,26 @@
 """Fast mode, step 2: CTAs of one kernel through the SMs, with a fluid model of the shared
 bandwidths.
 
-Each CTA class has, for every residency k = 1..occupancy, an intrinsic profile (duration and
-stalls when k CTAs share its SM, characterize.py). A running CTA advances through its work as
-a fraction p ∈ [0, 1] at rate 1/D_k, where k is its SM's current residency: when a neighbour
-leaves or arrives, the rate changes. All CTAs also share the L2↔SM and DRAM bandwidths: with
-demand = Σ bytes_c / D_c over running CTAs, every CTA is slowed by the same factor
-s = min(1, B_l2 / demand_l2, B_dram / demand_dram) (the fluid limit of FIFO servers that are
-saturated). Virtual time V advances at 1 per intrinsic second, real time at dV / s.
+A CTA is a sequence of segments (characterize.split_segments: runs of plain ops, loops). For
+every residency k = 1..occupancy each segment has an intrinsic profile (duration and stalls
+when k CTAs share the SM, from characterize.py) and known L2 and DRAM bytes. A running CTA
+advances through its current segment as a fraction p ∈ [0, 1] at rate 1/D_k, where k is its
+SM's current residency: when a neighbour leaves or arrives, the rate changes. All CTAs share
+the L2↔SM and DRAM bandwidths: with demand = Σ bytes_seg / D_seg over running CTAs, every CTA
+is slowed by the same factor s = min(1, B_l2 / demand_l2, B_dram / demand_dram) (the fluid
+limit of saturated servers). Virtual time V advances at 1 per intrinsic second, real time at
+dV / s.
 
-Bursts: CTAs dispatched at the same instant (a kernel's first wave) issue their prologue
-loads (the loads before the first loop and the first `stages` iterations' tiles) together; in
-FIFO servers the last of them waits for all the others. Each such CTA is given that queueing
-delay, from reservations of its prologue bytes on a burst copy of the L2 and DRAM servers, as
-extra intrinsic work; the resulting stagger is what makes the end of a saturated kernel ragged.
+Bursts: CTAs dispatched at the same instant (a kernel's first wave, or a group freed at
+once) issue their first segment's loads (e.g. Q) together; in exact mode's FIFO servers the
+last of them waits for all the others. For such a group the first segment's bytes are
+reserved on FIFO copies of the L2 and DRAM servers, in launch order, and each CTA's queueing
+delay is added to its first segment (whose bytes then stay out of the fluid demand); the
+stagger this creates is what makes the end of a kernel ragged. A CTA dispatched alone puts its
+first segment into the fluid demand like any other.
 
-Events are CTA completions (a heap keyed by virtual finish time) and dispatches (dispatch.py);
-their number is O(CTAs), each O(log CTAs + occupancy).
+Events are segment completions (a heap keyed by virtual finish time) and dispatches
+(dispatch.py); their number is O(CTAs × segments).
 """
 from __future__ import annotations
 
@@ -26,18 +30,33 @@ from .dispatch import SlotPicker
 from .memory import Server
 
 TIE = 1e-12   # completions within this relative virtual time are simultaneous
+(_CLS, _SM, _P, _VU, _D, _VER, _START, _INTR, _ACC, _K, _SEG, _EXTRA, _MARKS, _BURST,
+ _PROF, _L2, _DRAM) = range(17)
 
 
-def run_kernel(n: int, class_of, profiles, l2_bytes, dram_bytes, occ: int, sm_count: int,
+def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_count: int,
                l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
-               burst_bytes=None):
-    """Simulate one kernel; call emit(cta, sm, start_s, end_s, stall4) per CTA in completion
-    order. profiles[c][k-1] = (D, mem, tensor, exp, alu); l2_bytes[c], dram_bytes[c] per CTA.
-    Returns the kernel's end time."""
+               burst_first):
+    """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
+    of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes. Calls
+    emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
+    class c's first segment is a burst of plain ops. Returns the end time."""
+    # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
+    # matter only when many CTAs are in the same phase at once, i.e. in a burst)
+    merged_prof = [[[tuple(sum(v[i] for v in segs) for i in range(5))] for segs in by_k]
+                   for by_k in seg_profiles]
+    merged_l2 = [[sum(b)] for b in seg_l2]
+    merged_dram = [[sum(b)] for b in seg_dram]
+    fractions = []          # segment ends as fractions of the merged duration (residency 1)
+    for by_k in seg_profiles:
+        total, acc, f = sum(v[0] for v in by_k[0]), 0.0, []
+        for v in by_k[0]:
+            acc += v[0]
+            f.append(acc / total if total > 0 else 1.0)
+        fractions.append(f)
     picker = SlotPicker(sm_count, occ)
     l2_burst, dram_burst = Server(l2_bandwidth), Server(dram_bandwidth)
     residents = [[] for _ in range(sm_count)]
-    # per running CTA: [cls, sm, p, v_updated, D, version, start_s, acc_intr, acc4(list)]
     state: dict = {}
     heap: list = []
     v_now = 0.0
@@ -47,30 +66,45 @@ def run_kernel(n: int, class_of, profiles, l2_bytes, dram_bytes, occ: int, sm_co
     next_cta = 0
     end_s = start_s
 
-    def set_rate(cta: int, st: list) -> None:
-        """Bring progress up to v_now and switch to the SM's current residency."""
-        cls, sm = st[0], st[1]
-        if st[4] > 0.0:
-            dp = (v_now - st[3]) / st[4]
-            if dp > 0.0:
-                st[2] += dp
-                prof = profiles[cls][st[9] - 1]
-                st[7] += dp * (prof[0] + st[10])
-                acc = st[8]
-                for i in range(4):
-                    acc[i] += dp * prof[1 + i]
-            demand[0] -= l2_bytes[cls] / st[4]
-            demand[1] -= dram_bytes[cls] / st[4]
-        k = len(residents[sm])
-        st[9] = k
-        st[4] = profiles[cls][k - 1][0] + st[10]
-        st[3] = v_now
-        demand[0] += l2_bytes[cls] / st[4]
-        demand[1] += dram_bytes[cls] / st[4]
-        st[5] += 1
-        remaining = 1.0 - st[2]
-        heapq.heappush(heap, (v_now + (remaining if remaining > 0.0 else 0.0) * st[4],
-                              cta, st[5]))
+    def seg_bytes(st) -> tuple:
+        """(L2, DRAM) bytes of the current segment that enter the fluid demand (a burst CTA's
+        first segment went through the burst servers)."""
+        seg = st[_SEG]
+        if seg == 0 and st[_BURST]:
+            return 0.0, 0.0
+        return st[_L2][seg], st[_DRAM][seg]
+
+    def advance(st) -> None:
+        """Bring progress of the current segment up to v_now (at the old rate)."""
+        dp = (v_now - st[_VU]) / st[_D]
+        if dp > 0.0:
+            st[_P] += dp
+            prof = st[_PROF][st[_K] - 1][st[_SEG]]
+            st[_INTR] += dp * st[_D]
+            acc = st[_ACC]
+            for i in range(4):
+                acc[i] += dp * prof[1 + i]
+        st[_VU] = v_now
+
+    def set_rate(cta: int, st) -> None:
+        """Switch the CTA's current segment to the SM's residency; reschedule its finish."""
+        cls, seg = st[_CLS], st[_SEG]
+        b_l2, b_dram = seg_bytes(st)
+        if st[_D] > 0.0:
+            advance(st)
+            demand[0] -= b_l2 / st[_D]
+            demand[1] -= b_dram / st[_D]
+        k = len(residents[st[_SM]])
+        st[_K] = k
+        d = st[_PROF][k - 1][seg][0] + (st[_EXTRA] if seg == 0 and st[_EXTRA] > 0 else 0.0)
+        st[_D] = d if d > 0.0 else 1e-18
+        st[_VU] = v_now
+        demand[0] += b_l2 / st[_D]
+        demand[1] += b_dram / st[_D]
+        st[_VER] += 1
+        remaining = 1.0 - st[_P]
+        heapq.heappush(heap, (v_now + (remaining if remaining > 0.0 else 0.0) * st[_D],
+                              cta, st[_VER]))
 
     def rescale() -> None:
         nonlocal scale
@@ -81,9 +115,10 @@ def run_kernel(n: int, class_of, profiles, l2_bytes, dram_bytes, occ: int, sm_co
             s = dram_bandwidth / demand[1]
         scale = s
 
-    def dispatch() -> None:
+    def dispatch() -> set:
         nonlocal next_cta
-        touched = []
+        touched = set()
+        group = []
         while next_cta < n:
             sm = picker.pick()
             if sm is None:
@@ -91,59 +126,77 @@ def run_kernel(n: int, class_of, profiles, l2_bytes, dram_bytes, occ: int, sm_co
             cta = next_cta
             next_cta += 1
             cls = class_of(cta)
-            wait = 0.0
-            if burst_bytes is not None:
-                b_l2, b_dram = burst_bytes[cls]
-                wait = max(l2_burst.reserve(t_now, b_l2)[0] - t_now,
-                           dram_burst.reserve(t_now, b_dram)[0] - t_now)
-            st = [cls, sm, 0.0, v_now, 0.0, 0, t_now, 0.0, [wait, 0.0, 0.0, 0.0], 0, wait]
+            st = [cls, sm, 0.0, v_now, 0.0, 0, t_now, 0.0, [0.0, 0.0, 0.0, 0.0], 0,
+                  0, 0.0, [], False, merged_prof[cls], merged_l2[cls], merged_dram[cls]]
             state[cta] = st
             residents[sm].append(cta)
-            touched.append(sm)
-        for sm in sorted(set(touched)):
-            for c in residents[sm]:
-                set_rate(c, state[c])
+            touched.add(sm)
+            group.append(st)
+        if len(group) > 1:      # dispatched together: their first loads queue in FIFO order
+            for st in group:
+                cls = st[_CLS]
+                if burst_first[cls]:
+                    wait = max(l2_burst.reserve(t_now, seg_l2[cls][0])[0] - t_now,
+                               dram_burst.reserve(t_now, seg_dram[cls][0])[0] - t_now)
+                    st[_BURST], st[_EXTRA], st[_ACC][0] = True, wait, wait
+                    st[_PROF], st[_L2], st[_DRAM] = seg_profiles[cls], seg_l2[cls], seg_dram[cls]
+        return touched
 
-    dispatch()
+    def refresh(sms) -> None:
+        for sm in sorted(sms):
+            k = len(residents[sm])
+            for c in residents[sm]:
+                st = state[c]
+                if st[_K] != k:
+                    set_rate(c, st)
+
+    refresh(dispatch())
     rescale()
     while heap:
         v_f, cta, version = heapq.heappop(heap)
         st = state.get(cta)
-        if st is None or st[5] != version:
+        if st is None or st[_VER] != version:
             continue
-        finishing = [cta]
+        due = [cta]
         limit = v_f + TIE * max(v_f, 1e-30)
         while heap and heap[0][0] <= limit:
             _, c2, ver2 = heapq.heappop(heap)
             st2 = state.get(c2)
-            if st2 is not None and st2[5] == ver2:
-                finishing.append(c2)
+            if st2 is not None and st2[_VER] == ver2:
+                due.append(c2)
         t_now += (v_f - v_now) / scale
         v_now = v_f
         touched = set()
-        for c in sorted(finishing):
-            st = state.pop(c)
-            cls, sm = st[0], st[1]
-            dp = 1.0 - st[2]
-            prof = profiles[cls][st[9] - 1]
-            intrinsic = st[7] + dp * (prof[0] + st[10])
-            acc = st[8]
-            stall = [acc[i] + dp * prof[1 + i] for i in range(4)]
-            demand[0] -= l2_bytes[cls] / st[4]
-            demand[1] -= dram_bytes[cls] / st[4]
+        for c in sorted(due):
+            st = state[c]
+            cls, sm, seg = st[_CLS], st[_SM], st[_SEG]
+            advance(st)
+            b_l2, b_dram = seg_bytes(st)
+            demand[0] -= b_l2 / st[_D]
+            demand[1] -= b_dram / st[_D]
+            st[_MARKS].append(t_now)
+            if seg + 1 < len(st[_L2]):               # next segment of the same CTA
+                st[_SEG] = seg + 1
+                st[_P] = 0.0
+                st[_D] = 0.0
+                st[_K] = 0
+                set_rate(c, st)
+                continue
+            del state[c]
+            stall = list(st[_ACC])
             # time lost to saturated shared bandwidth is memory stall
-            stall[0] += max(0.0, (t_now - st[6]) - intrinsic)
-            emit(c, sm, st[6], t_now, stall)
+            stall[0] += max(0.0, (t_now - st[_START]) - st[_INTR])
+            marks = st[_MARKS]
+            if not st[_BURST]:
+                t0 = st[_START]
+                marks = [t0 + (t_now - t0) * f for f in fractions[cls]]
+            emit(c, cls, sm, st[_START], t_now, stall, marks)
             residents[sm].remove(c)
             picker.release(sm)
             touched.add(sm)
             end_s = t_now
-        dispatch()
-        for sm in sorted(touched):
-            for c in residents[sm]:
-                st = state[c]
-                if st[9] != len(residents[sm]):
-                    set_rate(c, st)
+        touched |= dispatch()
+        refresh(touched)
         if not state:
             demand[0] = demand[1] = 0.0
         rescale()

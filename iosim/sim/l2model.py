@@ -1,8 +1,8 @@
 """Fast mode, step 3: the L2, replayed on a sample of the tile accesses.
 
-The accesses every CTA makes are placed in time from the CTA's start and end (fluid.py): an
-op's time is start + (end − start) × (its position among the CTA's expanded ops ÷ their
-number); buffered loads are moved `stages − 1` iterations earlier, as they are issued. They run
+The accesses every CTA makes are placed in time from the start and end of each of its segments
+(fluid.py): inside a segment an op's time is proportional to its position among the segment's
+expanded ops; buffered loads are moved `stages − 1` iterations earlier, as they are issued. They run
 through the same tile LRU, write-allocate / write-back rules as exact mode (memory.py), in time
 order.
 
@@ -62,9 +62,14 @@ class AccessSampler:
             return True
         return (key[-1] + self.salt[key[:-1]]) % self.ratio == 0
 
-    def cta(self, ki: int, program: tuple, start_s: float, end_s: float, stages: int) -> None:
-        total = _ticks(program, self.ticks_memo)
-        self._walk(ki, program, 0, {}, start_s, (end_s - start_s) / max(total, 1), stages)
+    def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int) -> None:
+        """Place one CTA's accesses: segment s runs from the end of segment s−1 (or start_s)
+        to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops."""
+        t0 = start_s
+        for seg, t1 in zip(segments, seg_ends):
+            ticks = _ticks(seg, self.ticks_memo)
+            self._walk(ki, seg, 0, {}, t0, (t1 - t0) / max(ticks, 1), stages)
+            t0 = t1
 
     def _emit(self, t: float, ki: int, key, op) -> None:
         code = 0 if op.kind == "load" else (2 if op.reduce else 1)
@@ -120,9 +125,9 @@ class AccessSampler:
 
 def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float):
     """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
-    load / miss bytes per tensor, `wait` per tensor = loads that wait for DRAM (misses, and hits
-    on a line still arriving from DRAM)."""
-    accesses.sort(key=lambda a: (a[0], a[1]))
+    load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
+    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving)."""
+    accesses.sort()      # by (time, serial): serials are unique, so nothing else is compared
     lines: OrderedDict = OrderedDict()
     used = 0
     per = [{"load": {}, "miss": {}, "loads": {}, "wait": {}, "store": 0, "writeback": 0,
@@ -137,9 +142,8 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
             k["loads"][tensor] = k["loads"].get(tensor, 0) + 1
             if entry is not None:
                 lines.move_to_end(key)
-                if entry[2] > t:   # the line is still on its way from DRAM: this reader is
-                    # gated by the leader's fetch, like a miss (lockstep readers in exact mode)
-                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0
+                if entry[2] > t:              # the line is still on its way from DRAM
+                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + (entry[2] - t) / dram_latency_s
                 continue
             k["miss"][tensor] = k["miss"].get(tensor, 0) + nbytes
             k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0

@@ -176,81 +176,108 @@ def _overlap_split(rest):
     return rest[:i], rest[i:]
 
 
+class _Ring:
+    """One circular buffer of a warp-specialized loop: `stages` slots of some of the
+    iteration's tiles, refilled by the producer when every consumer has released a slot."""
+
+    def __init__(self, ctx, loads, var, start, n, stages, consumers, env_vars):
+        self.ctx, self.loads, self.var, self.start, self.n = ctx, loads, var, start, n
+        self.stages, self.consumers = stages, consumers
+        self.ready: dict = {}       # iteration → when its tiles are in shared memory
+        self.waiting: dict = {}     # iteration → event for consumers ahead of the producer
+        self.remaining: dict = {}   # iteration → consumers still holding its slot
+        self.vars = dict(env_vars)
+        for j in range(min(stages, n)):
+            self.issue(j)
+
+    def issue(self, j: int) -> None:          # the producer's TMA copies into a free slot
+        self.vars[self.var] = self.start + j
+        self.ready[j] = _issue(self.ctx, self.loads, self.vars) if self.loads else self.ctx.env.now
+        ev = self.waiting.pop(j, None)
+        if ev is not None:
+            ev.succeed()
+
+    def release(self, j: int) -> None:        # a consumer is done with iteration j's slot
+        left = self.remaining.get(j, self.consumers) - 1
+        if left:
+            self.remaining[j] = left
+            return
+        self.remaining.pop(j, None)
+        self.ready.pop(j, None)
+        if j + self.stages < self.n:
+            self.issue(j + self.stages)
+
+    def wait(self, j: int, stall: list):
+        env = self.ctx.env
+        if j not in self.ready:
+            ev = self.waiting.get(j)
+            if ev is None:
+                ev = self.waiting[j] = env.event()
+            t0 = env.now
+            yield ev
+            stall[MEM] += env.now - t0
+        r = self.ready[j]
+        if r > env.now:
+            stall[MEM] += r - env.now
+            yield env.timeout(r - env.now)
+
+
 def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
+    """Producer + consumers. Without intra_overlap one ring holds all of an iteration's
+    tiles. With it, the first load of the iteration (K, read by GEMM0) and the others (V,
+    read by the last GEMM) have separate rings, as FA-3's K and V pipelines: a K slot is
+    released as soon as every consumer's GEMM0 on it has finished."""
     env, pipe = ctx.env, ctx.pipe
     var, start, n = loop.var, loop.start, loop.count
     n_consumers = max(1, pipe.consumer_warpgroups)
     stages = max(1, pipe.stages)
     share = 1.0 / n_consumers
-    ready: dict = {}        # iteration → when its tiles are in shared memory
-    waiting: dict = {}      # iteration → event for consumers that got ahead of the producer
-    remaining: dict = {}    # iteration → consumers still working on it
-    producer_vars = dict(env_vars)
-
-    def issue(j: int) -> None:                # the producer's TMA copies into a free slot
-        producer_vars[var] = start + j
-        ready[j] = _issue(ctx, loads, producer_vars)
-        ev = waiting.pop(j, None)
-        if ev is not None:
-            ev.succeed()
-
-    def finish(j: int) -> None:               # a consumer releases iteration j's slot
-        left = remaining.get(j, n_consumers) - 1
-        if left:
-            remaining[j] = left
-            return
-        remaining.pop(j, None)
-        ready.pop(j, None)
-        if j + stages < n:
-            issue(j + stages)
-
-    def wait_data(j: int, stall: list):
-        if j not in ready:
-            ev = waiting.get(j)
-            if ev is None:
-                ev = waiting[j] = env.event()
-            t0 = env.now
-            yield ev
-            stall[MEM] += env.now - t0
-        r = ready[j]
-        if r > env.now:
-            stall[MEM] += r - env.now
-            yield env.timeout(r - env.now)
-
     split = _overlap_split(rest) if pipe.intra_overlap else None
 
-    def consumer(c: int):
+    def ring(group):
+        return _Ring(ctx, group, var, start, n, stages, n_consumers, env_vars)
+
+    def plain_consumer(c: int, all_tiles: _Ring):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
-        if split is None:
-            for j in range(n):
-                yield from wait_data(j, stall)
-                my_vars[var] = start + j
-                yield from run_ops(ctx, rest, my_vars, share, stall, c == 0)
-                finish(j)
-            return
+        for j in range(n):
+            yield from all_tiles.wait(j, stall)
+            my_vars[var] = start + j
+            yield from run_ops(ctx, rest, my_vars, share, stall, c == 0)
+            all_tiles.release(j)
+
+    def overlap_consumer(c: int, first: _Ring, others: _Ring):
+        stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
+        my_vars = dict(env_vars)
         gemm0, after = split
         gemm0_work = sum(_work(op) for op in gemm0) * share
         tensor = ctx.units.tensor
-        yield from wait_data(0, stall)
+        yield from first.wait(0, stall)
         now = env.now
         s, f = tensor.reserve(now, gemm0_work)
         stall[TENSOR] += s - now
         yield env.timeout(f - now)
+        first.release(0)
         for j in range(n):
             next_done = None
             if j + 1 < n:                      # GEMM0 of j+1 runs under softmax of j
-                yield from wait_data(j + 1, stall)
+                yield from first.wait(j + 1, stall)
                 _, next_done = tensor.reserve(env.now, gemm0_work)
+            yield from others.wait(j, stall)
             my_vars[var] = start + j
             yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
-            finish(j)
-            if next_done is not None and next_done > env.now:
-                stall[TENSOR] += next_done - env.now
-                yield env.timeout(next_done - env.now)
+            others.release(j)
+            if next_done is not None:
+                if next_done > env.now:
+                    stall[TENSOR] += next_done - env.now
+                    yield env.timeout(next_done - env.now)
+                first.release(j + 1)
 
-    for j in range(min(stages, n)):
-        issue(j)
-    procs = [env.process(consumer(c)) for c in range(n_consumers)]
+    if split is None:
+        tiles = ring(loads)
+        procs = [env.process(plain_consumer(c, tiles)) for c in range(n_consumers)]
+    else:
+        first, others = ring(loads[:1]), ring(loads[1:])
+        procs = [env.process(overlap_consumer(c, first, others)) for c in range(n_consumers)]
     for p in procs:
         yield p

@@ -63,10 +63,11 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* src, int rows, int
 }
 // `valid` fp32 row statistics → shared memory (16-byte chunks, zero-filled past `valid`)
 __device__ __forceinline__ void load_rowstat(u32 dst, const float* src, int valid, int tid) {
-    for (int c = tid; c < BQ / 4; c += NT) {
-        int have = valid - 4 * c;
-        u32 nbytes = have >= 4 ? 16u : (have > 0 ? 4u * have : 0u);
-        cp_async16(dst + 16 * c, nbytes ? (const void*)(src + 4 * c) : (const void*)src, nbytes);
+    // one 4-byte cp.async per row (rows of a [B][H][N] fp32 tensor start 4-byte aligned only);
+    // rows past `valid` are zero-filled
+    for (int r = tid; r < BQ; r += NT) {
+        const bool ok = r < valid;
+        cp_async4(dst + 4 * r, ok ? (const void*)(src + r) : (const void*)src, ok ? 4u : 0u);
     }
 }
 

@@ -1,0 +1,81 @@
+"""Nsight Compute byte counters for the kernels of one run.
+
+`ncu_command(script_args)` builds the command line; `parse_csv(text)` reads ncu's
+`--csv --page raw` output into per-kernel rows. A profiled process marks the start of each
+configuration by launching the tiny kernel `iosim_marker` (see `marker()`), so one ncu run
+can profile many configurations: `split_by_marker` cuts the kernel list at the markers.
+Clocks are left alone (`--clock-control none`); ncu flushes caches before each kernel replay
+(its default), so DRAM bytes are those of a cold L2.
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "l1tex__m_xbar2l1tex_read_bytes.sum",
+           "lts__t_bytes.sum", "gpu__time_duration.sum")
+COLUMNS = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
+           "l1tex__m_xbar2l1tex_read_bytes.sum": "l2_to_sm_read_bytes",
+           "lts__t_bytes.sum": "lts_bytes", "gpu__time_duration.sum": "ncu_time_s"}
+UNIT = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+        "KB": 1e3, "MB": 1e6, "GB": 1e9, "B": 1, "nsecond": 1e-9, "usecond": 1e-6,
+        "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}
+MARKER = "iosim_marker"
+
+
+def ncu_command(python_args: list, output_csv: str | None = None) -> list:
+    return ["ncu", "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv",
+            "--page", "raw", "--print-units", "base", *(["--log-file", output_csv] if output_csv else []),
+            "python3", *python_args]
+
+
+def marker():
+    """Launch the marker kernel (call right before each configuration's profiled run)."""
+    import cupy as cp
+    k = cp.RawKernel('extern "C" __global__ void iosim_marker(int* x) { if (x) *x = 0; }', MARKER)
+    k((1,), (32,), (cp.zeros(1, dtype=cp.int32),))
+
+
+def parse_csv(text: str) -> list:
+    """ncu --csv --page raw → [{'kernel': name, 'dram_read_bytes': ..., ...}] in launch order."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, body = rows[0], rows[1:]
+    units = {}
+    if body and not body[0][0].strip().isdigit():   # a units row follows the header
+        units = dict(zip(header, body[0]))
+        body = body[1:]
+    col = {h: n for n, h in enumerate(header)}
+    out = []
+    for r in body:
+        rec = {"kernel": r[col["Kernel Name"]] if "Kernel Name" in col else r[col.get("Function Name", 0)]}
+        for m, name in COLUMNS.items():
+            if m in col:
+                try:
+                    v = float(r[col[m]].replace(",", ""))
+                except ValueError:
+                    v = float("nan")
+                rec[name] = v * UNIT.get(units.get(m, ""), 1)
+        out.append(rec)
+    return out
+
+
+def split_by_marker(rows: list) -> list:
+    """Kernel rows grouped per configuration (each group starts after a marker)."""
+    groups, cur = [], None
+    for r in rows:
+        if r["kernel"].startswith(MARKER):
+            cur = []
+            groups.append(cur)
+        elif cur is not None:
+            cur.append(r)
+    return groups
+
+
+def totals(rows: list) -> dict:
+    """Sum of every metric over the kernels of one configuration."""
+    out = {name: sum(r.get(name, 0.0) for r in rows) for name in COLUMNS.values()}
+    out["kernels"] = ";".join(r["kernel"][:40] for r in rows)
+    return out

@@ -1,0 +1,128 @@
+"""Fast and exact modes agree; results are deterministic; bytes are conserved sensibly."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.sim import simulate
+
+H100 = load_gpu("h100")
+
+
+@pytest.mark.parametrize("algorithm,seq,heads,causal", [
+    ("fa2", 1024, 8, False),
+    ("fa2", 1024, 8, True),
+    ("fa2", 256, 32, False),
+    ("fa1", 1024, 8, False),
+])
+def test_fast_mode_agrees_with_exact_mode_within_one_percent(algorithm, seq, heads, causal):
+    schedule = build_schedule(AttentionProblem(seq_q=seq, heads_q=heads, causal=causal), H100,
+                              algorithm)
+    fast, exact = simulate(schedule, H100, "fast"), simulate(schedule, H100, "exact")
+    assert fast.time_s == pytest.approx(exact.time_s, rel=0.01)
+    assert fast.dram_read_bytes == pytest.approx(exact.dram_read_bytes, rel=0.01)
+    assert fast.dram_write_bytes == pytest.approx(exact.dram_write_bytes, rel=0.01)
+    assert fast.l2_to_sm_bytes == exact.l2_to_sm_bytes
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_same_inputs_give_byte_identical_json(mode):
+    schedule = build_schedule(AttentionProblem(seq_q=512, heads_q=4, causal=True), H100, "fa2")
+    a = json.dumps(simulate(schedule, H100, mode).to_dict())
+    b = json.dumps(simulate(schedule, H100, mode).to_dict())
+    assert a == b
+
+
+def test_results_do_not_depend_on_the_hash_seed():
+    code = ("import json; from iosim import AttentionProblem, build_schedule; "
+            "from iosim.sim import simulate; "
+            "s = build_schedule(AttentionProblem(seq_q=2048, heads_q=4), 'h100', 'standard'); "
+            "print(json.dumps(simulate(s, 'h100').to_dict()))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2")}
+    assert len(outs) == 1
+
+
+def test_dram_reads_lie_between_compulsory_bytes_and_l2_to_sm_bytes():
+    problem = AttentionProblem(seq_q=2048, heads_q=8)
+    for algorithm in ("fa2", "fa1", "standard"):
+        r = simulate(build_schedule(problem, H100, algorithm), H100, "exact")
+        compulsory = problem.q_bytes() + problem.kv_bytes()    # every input read at least once
+        assert compulsory <= r.dram_read_bytes <= r.l2_to_sm_bytes, algorithm
+        assert r.l2_load_hit_bytes + r.l2_load_miss_bytes == r.l2_to_sm_bytes
+
+
+def test_dram_writes_equal_the_output_when_it_fits_in_l2():
+    problem = AttentionProblem(seq_q=1024, heads_q=8)
+    r = simulate(build_schedule(problem, H100, "fa2"), H100, "exact")
+    lse_bytes = problem.batch * problem.heads_q * problem.seq_q * 4
+    assert r.dram_write_bytes == problem.o_bytes() + lse_bytes
+    assert r.dram_write_flush_bytes == r.dram_write_bytes   # written back at the end
+
+
+def test_an_sm_never_holds_more_ctas_than_its_occupancy():
+    schedule = build_schedule(AttentionProblem(seq_q=2048, heads_q=8, causal=True), H100, "fa2")
+    r = simulate(schedule, H100, "exact")
+    df = r.timeline_df()
+    occupancy = r.kernels[0].ctas_per_sm
+    events = sorted([(s, 1, sm) for s, sm in zip(df.start_s, df.sm)]
+                    + [(e, -1, sm) for e, sm in zip(df.end_s, df.sm)], key=lambda x: (x[0], x[1]))
+    resident = {}
+    for _, delta, sm in events:
+        resident[sm] = resident.get(sm, 0) + delta
+        assert resident[sm] <= occupancy
+
+
+def test_ctas_start_in_launch_order():
+    schedule = build_schedule(AttentionProblem(seq_q=2048, heads_q=8), H100, "fa2")
+    for mode in ("fast", "exact"):
+        df = simulate(schedule, H100, mode).timeline_df()
+        assert df.sort_values("cta").start_s.is_monotonic_increasing
+
+
+def test_kernels_run_back_to_back_with_the_launch_overhead_between_them():
+    schedule = build_schedule(AttentionProblem(seq_q=512, heads_q=4), H100, "standard")
+    for mode in ("fast", "exact"):
+        ks = simulate(schedule, H100, mode).kernels
+        for a, b in zip(ks, ks[1:]):
+            assert b.start_s - a.end_s == pytest.approx(H100.launch_overhead_s, rel=1e-9)
+
+
+def test_timeline_has_one_row_per_cta_with_the_documented_columns():
+    schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
+    for mode in ("fast", "exact"):
+        df = simulate(schedule, H100, mode).timeline_df()
+        assert len(df) == schedule.kernels[0].num_ctas
+        assert list(df.columns) == ["kernel", "kernel_name", "cta", "sm", "start_s", "end_s",
+                                    "memory_stall_s", "tensor_stall_s", "exp_stall_s",
+                                    "alu_stall_s", "tensor_s", "exp_s", "alu_s"]
+        assert (df.end_s > df.start_s).all()
+
+
+def test_to_dict_has_the_documented_keys():
+    d = simulate(build_schedule(AttentionProblem(seq_q=512, heads_q=2), H100, "fa2"), H100).to_dict()
+    assert list(d) == ["mode", "algorithm", "gpu", "time_s", "bound_by", "busy_s", "utilization",
+                       "bytes", "l2_hit_rate", "stall_s", "stall_fraction", "stall_total_s",
+                       "cta_time_s", "timeline_rows", "kernels", "model"]
+    assert list(d["utilization"]) == ["dram", "l2", "tensor", "exp", "alu"]
+    assert list(d["bytes"]) == ["l2_to_sm", "sm_to_l2", "dram_read", "dram_write",
+                                "dram_write_flush", "l2_load_hit", "l2_load_miss"]
+
+
+def test_tensor_busy_time_is_the_flops_over_the_per_sm_rate():
+    schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
+    r = simulate(schedule, H100)
+    flops = schedule.totals().mma_flops
+    assert r.busy_s["tensor"] == pytest.approx(flops / H100.tensor_flops_per_s_per_sm("fp16"))
+    assert 0 < r.utilization["tensor"] <= 1
+
+
+def test_unknown_mode_is_refused_in_one_line():
+    from iosim.errors import IosimError
+    schedule = build_schedule(AttentionProblem(seq_q=256, heads_q=1), H100, "fa2")
+    with pytest.raises(IosimError, match="unknown simulation mode"):
+        simulate(schedule, H100, "slow")
