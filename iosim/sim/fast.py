@@ -23,7 +23,7 @@ from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
-DEFAULT_SAMPLE_BUDGET = 30_000   # sampled tile accesses replayed through the L2 model
+DEFAULT_SAMPLE_BUDGET = 20_000   # sampled tile accesses replayed through the L2 model
 
 
 class KernelClasses:
@@ -116,6 +116,7 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         classes, occ = info["classes"], info["occ"]
         ch = characterizers[ki]
         miss_key = tuple(sorted(miss[ki].items()))
+        shapes = info["shapes"]
         seg_l2, seg_dram = [], []
         for p in classes.programs:
             a, b = segment_bytes(p, miss[ki], dram_scale[ki])
@@ -127,20 +128,30 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         mean_dram = sum(b[0] for b in seg_dram) / len(seg_dram)
         span = group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
                            mean_dram / gpu.dram_bandwidth_bytes_per_s)
-        seg_profiles = [[ch.segment_profiles(p, k, miss_key, span) for k in range(1, occ + 1)]
-                        for p in classes.programs]
+        by_shape: dict = {}          # classes of one shape share their profiles
+        seg_profiles = []
+        for p, shape in zip(classes.programs, shapes):
+            prof = by_shape.get(shape)
+            if prof is None:
+                prof = by_shape[shape] = [ch.segment_profiles(p, k, miss_key, span)
+                                          for k in range(1, occ + 1)]
+            seg_profiles.append(prof)
         burst_first = [bool(p) and p[0].kind != "loop" for p in classes.programs]
         busy = info["busy"]
         kmarks = {} if keep_marks(ki) else None
 
-        def emit(cta, cls, sm, s, e, stall, seg_ends, _ki=ki, _marks=kmarks):
-            timeline.add(_ki, cta, sm, s, e, stall, busy[cls])
+        rows = [None] * kernel.num_ctas     # the timeline lists CTAs in launch order
+
+        def emit(cta, cls, sm, s, e, stall, seg_ends, _ki=ki, _marks=kmarks, _rows=rows):
+            _rows[cta] = (_ki, cta, sm, s, e, stall, busy[cls])
             if _marks is not None and keep_marks(_ki, cta):
                 _marks[cta] = (s, tuple(seg_ends))
 
         end = run_kernel(kernel.num_ctas if limits is None else limits[ki], classes, seg_profiles, seg_l2, seg_dram, occ,
                          gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
-                         gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first)
+                         gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first,
+                         kmarks is not None)
+        timeline.extend_in_order([r for r in rows if r is not None])
         spans.append((t, end, occ))
         marks.append(kmarks)
         t = end
@@ -152,7 +163,7 @@ class SamplingPlan:
 
     def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
         kernels = schedule.kernels
-        accesses = sum(k.totals().loads + k.totals().stores for k in kernels)
+        accesses = sum(i["totals"].loads + i["totals"].stores for i in infos)
         largest = max((b.bytes for info in infos for p in info["classes"].programs
                        for b in _memory_ops(p)), default=1)
         cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * max(1, largest))))
@@ -195,8 +206,9 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     infos = []
     for kernel in schedule.kernels:
         classes = KernelClasses(kernel)
-        tots = [program_totals(p) for p in classes.programs]
         infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
+                      "totals": kernel.totals(),
+                      "shapes": [shape_key(p) for p in classes.programs],
                       "busy": [busy_of_program(p, rates) for p in classes.programs]})
     characterizers = [Characterizer(gpu, rates, k.pipeline) for k in schedule.kernels]
     n_k = len(schedule.kernels)
@@ -211,10 +223,10 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
 
     # scale the sampled L2 counts to every access of every kernel
     miss, dram_scale, mems = [], [], []
-    total_store = sum(k.totals().bytes_stored for k in schedule.kernels)
+    total_store = sum(i["totals"].bytes_stored for i in infos)
     sampled_store = sum(p["store"] for p in per)
-    for kernel, p in zip(schedule.kernels, per):
-        tot = kernel.totals()
+    for info, p in zip(infos, per):
+        tot = info["totals"]
         sampled_load = sum(p["load"].values())
         overall = (sum(p["miss"].values()) / sampled_load) if sampled_load else 1.0
         ratios = {t: (p["miss"].get(t, 0) / p["load"][t] if p["load"].get(t) else overall)
@@ -237,8 +249,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
                                        lambda ki, cta=0: False)
-    kernels = [kernel_result(k, gpu, rates, s, e, occ, m)
-               for k, (s, e, occ), m in zip(schedule.kernels, spans, mems)]
+    kernels = [kernel_result(k, gpu, rates, s, e, occ, m, i["totals"])
+               for k, (s, e, occ), m, i in zip(schedule.kernels, spans, mems, infos)]
     total = {"dram_read_bytes": sum(m["dram_read_bytes"] for m in mems),
              "dram_write_bytes": sum(m["dram_write_bytes"] for m in mems),
              "dram_write_flush_bytes": flush_bytes,
@@ -250,5 +262,4 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
              **sampling,
              "micro_simulations": sum(c.simulations for c in characterizers),
              "cta_classes": [len(i["classes"].reps) for i in infos]}
-    return schedule_result("fast", schedule, gpu, kernels, total,
-                           timeline.sorted_by_kernel_cta(), model)
+    return schedule_result("fast", schedule, gpu, kernels, total, timeline, model)

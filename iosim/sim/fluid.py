@@ -36,7 +36,7 @@ TIE = 1e-12   # completions within this relative virtual time are simultaneous
 
 def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_count: int,
                l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
-               burst_first):
+               burst_first, want_marks: bool = True):
     """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
     of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes. Calls
     emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
@@ -167,7 +167,9 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_co
         t_now += (v_f - v_now) / scale
         v_now = v_f
         touched = set()
-        for c in sorted(due):
+        if len(due) > 1:
+            due.sort()
+        for c in due:
             st = state[c]
             cls, sm, seg = st[_CLS], st[_SM], st[_SEG]
             advance(st)
@@ -187,7 +189,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_co
             # time lost to saturated shared bandwidth is memory stall
             stall[0] += max(0.0, (t_now - st[_START]) - st[_INTR])
             marks = st[_MARKS]
-            if not st[_BURST]:
+            if want_marks and not st[_BURST]:
                 t0 = st[_START]
                 marks = [t0 + (t_now - t0) * f for f in fractions[cls]]
             emit(c, cls, sm, st[_START], t_now, stall, marks)

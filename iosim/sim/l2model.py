@@ -97,6 +97,7 @@ class AccessSampler:
                 pos += count * body_ticks
                 continue
             has_loads = any(b.kind == "load" for b in body)
+            out = self.out
             for idx, op in enumerate(body):
                 if op.kind not in ("load", "store"):
                     continue
@@ -106,10 +107,17 @@ class AccessSampler:
                     head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
                                                 for c in coord[:-1])
                     first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
+                    code = 0 if op.kind == "load" else (2 if op.reduce else 1)
+                    nbytes = op.bytes
+                    base = t0 + dt * (pos + idx)
+                    step = dt * body_ticks
+                    serial = self.serial
                     for v in range(first, start + count, R):
                         j = v - start - lead
-                        self._emit(t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
-                                   ki, head + (v,), op)
+                        out.append((base + step * (j if j > 0 else 0), serial, ki, head + (v,),
+                                    nbytes, code))
+                        serial += 1
+                    self.serial = serial
                 else:
                     for v in range(start, start + count):
                         env[var] = v

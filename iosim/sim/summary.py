@@ -12,8 +12,9 @@ def unit_busy_s(totals, rates) -> dict:
             "alu": totals.alu / rates.alu_ops_per_s}
 
 
-def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict) -> KernelResult:
-    totals = kernel.totals()
+def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,
+                  totals=None) -> KernelResult:
+    totals = totals if totals is not None else kernel.totals()
     busy = unit_busy_s(totals, rates)
     dram_bytes = mem["dram_read_bytes"] + mem["dram_write_bytes"]
     busy["dram"] = dram_bytes / gpu.dram_bandwidth_bytes_per_s

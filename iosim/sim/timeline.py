@@ -39,13 +39,18 @@ class Timeline:
         c["exp_s"].append(busy[1])
         c["alu_s"].append(busy[2])
 
+    def extend_in_order(self, rows: list) -> None:
+        """Append rows given as (kernel, cta, sm, start_s, end_s, stall, busy) tuples."""
+        for row in rows:
+            self.add(*row)
+
     def __len__(self) -> int:
         return len(self.columns["cta"])
 
     def sorted_by_kernel_cta(self) -> "Timeline":
         """Rows in (kernel, cta) order, so that both modes list CTAs alike."""
-        order = sorted(range(len(self)), key=lambda r: (self.columns["kernel"][r],
-                                                         self.columns["cta"][r]))
+        kernel, cta = self.columns["kernel"], self.columns["cta"]
+        order = sorted(range(len(self)), key=lambda r: (kernel[r], cta[r]))
         out = Timeline()
         out.kernel_names = list(self.kernel_names)
         for name, col in self.columns.items():
