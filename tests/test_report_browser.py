@@ -43,3 +43,19 @@ def test_screenshot_is_saved(small_report):
     png = screenshot(small_report, small_report.with_suffix(".png"), height=4000)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def test_captured_trace_timeline_renders_when_a_trace_matches(tmp_path):
+    from iosim.report.data import find_traces
+    from iosim.problem import AttentionProblem
+    if not find_traces(AttentionProblem(batch=1, heads_q=2, seq_q=256, head_dim=128)):
+        pytest.skip("no captured trace of B1 H2 N256 d128 in tests/data/traces")
+    out = tmp_path / "trace.html"
+    r = CliRunner().invoke(main, ["report", "--gpu", "h200", "--seq", "256", "--heads", "2",
+                                  "--algos", "fa1,fa2", "--model", "roofline", "--no-progress",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert 'id="iosim-timeline-trace"' in out.read_text()
+    status = page_status(out)
+    assert status["errors"] == [] and status["done"] is True
+    assert status["with_data"] == status["figures"] == 5

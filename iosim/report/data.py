@@ -91,7 +91,8 @@ def _detail(r: dict) -> str:
 # ---- captured traces ------------------------------------------------------------------
 def _problem_matches(meta: dict, problem) -> bool:
     p = meta.get("problem", meta)
-    for key in ("batch", "heads_q", "seq_q", "seq_kv", "head_dim", "dtype", "causal"):
+    for key in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
+                "direction"):
         if key in p and getattr(problem, key) != p[key]:
             return False
     return "seq_q" in p
@@ -120,55 +121,32 @@ def _pick(d: dict, *names, default=None):
 
 
 def trace_bars(path: Path, cap: int) -> tuple[str, list, int]:
-    """(label, bars, total CTAs) of a captured trace: per CTA its SM and start/end times.
-
-    Reads the per-CTA records of iosim.kernels.trace's JSON (a list under "ctas", or
-    "events" grouped by CTA); times in seconds, or in ns or clock cycles (converted with the
-    trace's clock). Returns no bars when the trace carries no timing."""
+    """(label, bars, total CTAs) of a captured trace (iosim.kernels.trace format
+    'iosim-trace-1'): per CTA its SM (%smid) and first/last event time (%globaltimer, ns,
+    relative to the kernel's first event). Kernels are laid end to end in launch order."""
     meta = json.loads(path.read_text())
-    label = f"{meta.get('algorithm', path.stem)} (captured: {path.name})"
-    clock = float(_pick(meta, "clock_hz", default=0) or 0)
-    recs = meta.get("ctas") or meta.get("blocks") or []
-    if not recs and isinstance(meta.get("events"), list):
-        by_cta: dict = {}
-        for e in meta["events"]:
-            if not isinstance(e, dict) or "cta" not in e:
+    fields = [str(f).split("(")[0].strip() for f in meta.get("event_fields", [])]
+    try:
+        i_sm, i_t = fields.index("smid"), fields.index("t_ns")
+    except ValueError:
+        return f"{path.name} (unknown trace format)", [], 0
+    device = meta.get("device", "")
+    label = f"{meta.get('algorithm', path.stem)} (captured on {device.split(',')[0]}: {path.name})"
+    rows, offset = [], 0.0
+    for ki, kern in enumerate(meta.get("kernels", [])):
+        kend = 0.0
+        for cta, events in enumerate(kern.get("ctas", [])):
+            ev = [e for e in events if isinstance(e, list) and len(e) > max(i_sm, i_t)]
+            if not ev:
                 continue
-            c = by_cta.setdefault((e.get("kernel", 0), e["cta"]), {"cta": e["cta"],
-                                                                   "kernel": e.get("kernel", 0)})
-            for key in ("sm", "smid"):
-                if key in e:
-                    c["sm"] = e[key]
-            t = _pick(e, "t_s", "time_s", "t_ns", "time_ns", "t_cycles", "clock", "globaltimer")
-            if t is not None:
-                c["start"] = min(c.get("start", t), t)
-                c["end"] = max(c.get("end", t), t)
-        recs = list(by_cta.values())
-    rows = []
-    for r in recs:
-        if not isinstance(r, dict):
-            continue
-        sm = _pick(r, "sm", "smid", "sm_id")
-        start = _pick(r, "start_s", "start_ns", "start_cycles", "start", "t0")
-        end = _pick(r, "end_s", "end_ns", "end_cycles", "end", "t1")
-        if sm is None or start is None or end is None:
-            continue
-        scale = 1.0
-        if "start_ns" in r or meta.get("time_unit") == "ns":
-            scale = 1e-9
-        elif "start_cycles" in r or meta.get("time_unit") == "cycles":
-            scale = 1.0 / clock if clock else 0.0
-        if not scale:
-            continue
-        rows.append({"kernel_index": int(r.get("kernel", 0) or 0), "cta": int(r.get("cta", 0)),
-                     "sm": int(sm), "start_s": float(start) * scale, "end_s": float(end) * scale,
-                     "kernel": str(_pick(r, "kernel_name", default=meta.get("kernel", "kernel"))),
-                     "detail": ""})
-    if rows:
-        t0 = min(r["start_s"] for r in rows)
-        for r in rows:
-            r["start_s"] -= t0
-            r["end_s"] -= t0
+            t0 = min(e[i_t] for e in ev) * 1e-9
+            t1 = max(e[i_t] for e in ev) * 1e-9
+            kend = max(kend, t1)
+            rows.append({"kernel_index": ki, "cta": cta, "sm": int(ev[0][i_sm]),
+                         "start_s": offset + t0, "end_s": offset + t1,
+                         "kernel": kern.get("name", f"kernel {ki}"),
+                         "detail": f"{len(ev)} tile events (first to last event)"})
+        offset += kend
     return label, first_ctas(rows, cap), len(rows)
 
 
@@ -192,44 +170,50 @@ def _num(row: dict, *names):
 
 def measured_points(gpu, problem, algorithms, seqs) -> tuple[list, str]:
     """Measured (intensity, FLOP/s) points for the roofline and a note on where they came
-    from. Rows must match the problem's fixed fields where the CSV has them; FLOPs are the
-    useful matmul FLOPs of the row's N, bytes the row's measured DRAM (and L2) bytes."""
+    from. Rows must match the problem's head dim, dtype, causality and direction and one of
+    the algorithms (batch and heads may differ: intensity and rate barely depend on them once
+    the GPU is full). FLOP/s = the row's useful FLOPs / time; bytes = measured DRAM read +
+    write (ncu) and L2→SM reads."""
     path = measured_file(gpu)
+    rel = f"scenarios/validation/measured_{gpu.short_name.split('-')[0]}.csv"
     if path is None:
-        return [], f"No measured dataset for {gpu.short_name} (looked for " \
-                   f"scenarios/validation/measured_{gpu.short_name.split('-')[0]}.csv)"
+        return [], f"No measured dataset for {gpu.short_name} (looked for {rel})"
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     out = []
     for row in rows:
-        algo = (row.get("algorithm") or row.get("algo") or "").strip()
-        n = _num(row, "seq", "seq_q", "N", "n")
-        if n is None or (algorithms and algo and algo not in algorithms):
+        algo = (row.get("algorithm") or "").strip()
+        n = _num(row, "seq_q", "seq")
+        if n is None or algo not in algorithms or not seqs[0] <= n <= seqs[-1]:
             continue
         skip = False
-        for key in ("batch", "heads_q", "heads", "head_dim"):
+        for key in ("head_dim",):
             v = _num(row, key)
-            attr = "heads_q" if key == "heads" else key
-            if v is not None and int(v) != getattr(problem, attr):
+            if v is not None and int(v) != getattr(problem, key):
                 skip = True
-        if "causal" in row and row["causal"] not in ("", None):
+        for key in ("dtype", "direction"):
+            if row.get(key) and row[key].strip() != getattr(problem, key):
+                skip = True
+        if row.get("causal"):
             if (row["causal"].strip().lower() in ("1", "true", "yes")) != problem.causal:
                 skip = True
         t = _num(row, "time_s")
-        if t is None and _num(row, "time_ms") is not None:
-            t = _num(row, "time_ms") / 1e3
         if skip or not t:
             continue
-        p = problem.with_(seq_q=int(n), seq_kv=int(n))
-        flops = p.useful_flops()
-        for level, key in (("DRAM", ("dram_bytes", "dram_bytes_measured")),
-                           ("L2", ("l2_bytes", "l2_to_sm_bytes", "lts_bytes"))):
-            b = _num(row, *key)
+        flops = _num(row, "useful_flops") or problem.with_(
+            seq_q=int(n), seq_kv=int(_num(row, "seq_kv") or n)).useful_flops()
+        dram = (_num(row, "dram_read_bytes") or 0) + (_num(row, "dram_write_bytes") or 0)
+        l2 = _num(row, "l2_to_sm_read_bytes", "l2_bytes")
+        impl = row.get("impl", "")
+        shape = f"B{int(_num(row, 'batch') or 0)} H{int(_num(row, 'heads_q') or 0)}"
+        for level, b in (("DRAM", dram), ("L2", l2)):
             if b:
-                out.append({"intensity": flops / b, "flops_per_s": flops / t,
-                            "label": (f"<b>measured {algo}</b> N = {int(n):,} vs {level}<br>"
-                                      f"time {t:.6g} s<br>{level} bytes {int(b):,} B<br>"
-                                      f"{flops / t:,.4g} useful FLOP/s<br>{path.name}")})
-    note = (f"{len(out)} measured point(s) from {path.relative_to(REPO_DIR)}" if out else
-            f"{path.relative_to(REPO_DIR)} has no rows for this problem")
+                out.append({"intensity": flops / b, "flops_per_s": flops / t, "level": level,
+                            "algorithm": algo,
+                            "label": (f"<b>measured {algo}</b> ({impl}) N = {int(n):,}, {shape}<br>"
+                                      f"vs {level}: {flops / b:,.2f} useful FLOP/B<br>"
+                                      f"time {t:.6g} s<br>{level} bytes {int(b):,} B (ncu)<br>"
+                                      f"{flops / t:,.4g} useful FLOP/s<br>{row.get('id', '')}")})
+    note = (f"{len(out)} measured point(s) (✕ vs DRAM, + vs L2) from {rel}" if out else
+            f"{rel} has no rows for this problem and range")
     return out, note

@@ -98,10 +98,17 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
                 line=dict(width=1, color=color(algo, i), dash="solid" if level == "DRAM" else "dot"),
                 text=text, hovertemplate="%{text}<extra></extra>"))
     if measured:
-        fig.add_trace(go.Scatter(
-            x=[m["intensity"] for m in measured], y=[m["flops_per_s"] for m in measured],
-            mode="markers", name="measured", marker=dict(symbol="x", size=10, color="#111111"),
-            text=[m["label"] for m in measured], hovertemplate="%{text}<extra></extra>"))
+        for i, algo in enumerate(dict.fromkeys(m["algorithm"] for m in measured)):
+            for level, symbol in (("DRAM", "x"), ("L2", "cross")):
+                ms = [m for m in measured if m["algorithm"] == algo and m["level"] == level]
+                if not ms:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=[m["intensity"] for m in ms], y=[m["flops_per_s"] for m in ms],
+                    mode="markers", name=f"{algo} measured · vs {level}", legendgroup=algo,
+                    marker=dict(symbol=symbol, size=9, color=color(algo, i),
+                                line=dict(width=1, color="#111111")),
+                    text=[m["label"] for m in ms], hovertemplate="%{text}<extra></extra>"))
     ys = [p["flops_per_s"] for p in ok] + [peak, exp_ceiling, xmin * bw_d]
     fig.update_layout(**LAYOUT, title="Hierarchical roofline (simulated points; ● vs DRAM, ◇ vs L2)")
     fig.update_layout(height=520)
@@ -294,7 +301,10 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
                        f"duration {(b['end_s'] - b['start_s']) * 1e6:.4f} µs"
                        + (f"<br>{b['detail']}" if b.get("detail") else "")) for b in kb],
                 hovertemplate="%{text}<extra></extra>", textposition="none"), row=row, col=1)
-        fig.update_yaxes(title="SM", autorange="reversed", row=row, col=1)
+        sms = [b["sm"] for b in bars]
+        span = max(sms) - min(sms)
+        fig.update_yaxes(title="SM", autorange="reversed", tick0=0,
+                         dtick=1 if span <= 12 else (5 if span <= 40 else 20), row=row, col=1)
         fig.update_xaxes(title="time (µs)", row=row, col=1)
     fig.update_layout(**LAYOUT, title=title, barmode="overlay", bargap=0)
     fig.update_layout(height=height, showlegend=True)

@@ -27,39 +27,33 @@ DEFAULT_SAMPLE_BUDGET = 20_000   # sampled tile accesses replayed through the L2
 
 
 class KernelClasses:
-    """cta → class index, and one representative program per class."""
+    """cta → class index, and one representative program per class.
+
+    `Kernel.classes` lists representatives and counts but not the members; two layouts are
+    recognised and spot-checked against program shapes: classes that differ in some grid
+    coordinates (FA-2: the Q block), and edge classes (standard's GEMMs: interior, last row of
+    tiles, last column, corner). Anything else is grouped by enumerating every CTA's program."""
 
     def __init__(self, kernel):
         self.kernel = kernel
         grid = kernel.launch.grid
-        reps = [rep for rep, _count in kernel.classes]
-        coords = [grid_index(rep, grid) for rep in reps]
-        varying = [d for d in range(3) if len({c[d] for c in coords}) > 1]
-        size = 1
-        for d in varying:
-            size *= grid[d]
-        index = {tuple(c[d] for d in varying): i for i, c in enumerate(coords)}
-        rest = kernel.num_ctas // size if size else 0
-        ok = (len(index) == len(reps) == size and
-              all(count == rest for _rep, count in kernel.classes) and
-              all(c[d] == 0 for c in coords for d in range(3) if d not in varying))
-        self.reps = reps
-        if ok and self._spot_check(varying, index, grid):
-            # class = lookup[flat index over the varying grid dimensions]
-            self._g0, self._g01 = grid[0], grid[0] * grid[1]
-            self._varying = varying
-            mult, self._mult = 1, []
-            for d in varying:
-                self._mult.append(mult)
-                mult *= grid[d]
-            self._lookup = [0] * max(1, mult)
-            for key, i in index.items():
-                self._lookup[sum(k * m for k, m in zip(key, self._mult))] = i
-            self._map = None
-        else:   # enumerate: every CTA's program shape
-            self._map = []
-            shapes: dict = {}
-            self.reps = []
+        self._g0, self._g1 = grid[0], grid[1]
+        self._key = None
+        for key_of, count_of in (self._by_coordinates(kernel), self._by_edges(kernel)):
+            keys = [key_of(grid_index(rep, grid)) for rep, _count in kernel.classes]
+            lookup = {k: i for i, k in enumerate(keys)}
+            if (len(lookup) == len(keys) and sum(c for _r, c in kernel.classes) == kernel.num_ctas
+                    and all(count_of(k) == c for k, (_r, c) in zip(keys, kernel.classes))):
+                self._key, self._lookup = key_of, lookup
+                self._by_x = None
+                if getattr(key_of, "dims", None) == (0,):    # class = f(grid x) alone
+                    self._by_x = [lookup.get((x,), 0) for x in range(grid[0])]
+                self.reps = [rep for rep, _count in kernel.classes]
+                if self._spot_check():
+                    break
+                self._key = None
+        if self._key is None:       # enumerate: every CTA's program shape
+            self._map, shapes, self.reps = [], {}, []
             for cta in range(kernel.num_ctas):
                 key = shape_key(kernel.program(cta))
                 c = shapes.get(key)
@@ -69,25 +63,52 @@ class KernelClasses:
                 self._map.append(c)
         self.programs = [kernel.program(rep) for rep in self.reps]
 
-    def _spot_check(self, varying, index, grid) -> bool:
+    @staticmethod
+    def _by_coordinates(kernel):
+        grid = kernel.launch.grid
+        coords = [grid_index(rep, grid) for rep, _c in kernel.classes]
+        varying = tuple(d for d in range(3) if len({c[d] for c in coords}) > 1)
+        others = 1
+        for d in range(3):
+            if d not in varying:
+                others *= grid[d]
+        def key(c):
+            return tuple(c[d] for d in varying)
+        key.dims = varying
+        return key, (lambda k: others)
+
+    @staticmethod
+    def _by_edges(kernel):
+        grid = kernel.launch.grid
+        coords = [grid_index(rep, grid) for rep, _c in kernel.classes]
+        varying = tuple(d for d in range(3) if len({c[d] for c in coords}) > 1)
+        others = 1
+        for d in range(3):
+            if d not in varying:
+                others *= grid[d]
+
+        def count(k):
+            n = others
+            for flag, d in zip(k, varying):
+                n *= 1 if flag else grid[d] - 1
+            return n
+        return (lambda c: tuple(c[d] == grid[d] - 1 for d in varying)), count
+
+    def _spot_check(self) -> bool:
         n = self.kernel.num_ctas
-        probes = sorted({n - 1, n // 2, n // 3 + 1, (2 * n) // 3 + 2})
-        for cta in probes:
-            if cta >= n:
-                continue
-            c = grid_index(cta, grid)
-            rep = self.reps[index[tuple(c[d] for d in varying)]]
-            if shape_key(self.kernel.program(cta)) != shape_key(self.kernel.program(rep)):
+        for cta in sorted({0, n - 1, n // 2, n // 3 + 1, (2 * n) // 3 + 2, n // 7 + 3}):
+            if cta < n and shape_key(self.kernel.program(cta)) != \
+                    shape_key(self.kernel.program(self.reps[self(cta)])):
                 return False
         return True
 
     def __call__(self, cta: int) -> int:
-        if self._map is not None:
+        if self._key is None:
             return self._map[cta]
-        if self._varying == [0]:
-            return self._lookup[cta % self._g0]
-        c = (cta % self._g0, (cta // self._g0) % (self._g01 // self._g0), cta // self._g01)
-        return self._lookup[sum(c[d] * m for d, m in zip(self._varying, self._mult))]
+        if self._by_x is not None:
+            return self._by_x[cta % self._g0]
+        g0, g1 = self._g0, self._g1
+        return self._lookup[self._key((cta % g0, (cta // g0) % g1, cta // (g0 * g1)))]
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
@@ -117,11 +138,13 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         ch = characterizers[ki]
         miss_key = tuple(sorted(miss[ki].items()))
         shapes = info["shapes"]
-        seg_l2, seg_dram = [], []
-        for p in classes.programs:
-            a, b = segment_bytes(p, miss[ki], dram_scale[ki])
-            seg_l2.append(a)
-            seg_dram.append(b)
+        seg_l2, seg_dram, bytes_by_shape = [], [], {}
+        for p, shape in zip(classes.programs, shapes):
+            ab = bytes_by_shape.get(shape)
+            if ab is None:
+                ab = bytes_by_shape[shape] = segment_bytes(p, miss[ki], dram_scale[ki])
+            seg_l2.append(ab[0])
+            seg_dram.append(ab[1])
         # the first wave's first segments all queue at once: how long until the last has data
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         mean_l2 = sum(b[0] for b in seg_l2) / len(seg_l2)

@@ -41,8 +41,14 @@ class Timeline:
 
     def extend_in_order(self, rows: list) -> None:
         """Append rows given as (kernel, cta, sm, start_s, end_s, stall, busy) tuples."""
-        for row in rows:
-            self.add(*row)
+        c = self.columns
+        for i, name in enumerate(("kernel", "cta", "sm", "start_s", "end_s")):
+            c[name].extend([r[i] for r in rows])
+        for i, name in enumerate(("memory_stall_s", "tensor_stall_s", "exp_stall_s",
+                                  "alu_stall_s")):
+            c[name].extend([r[5][i] for r in rows])
+        for i, name in enumerate(("tensor_s", "exp_s", "alu_s")):
+            c[name].extend([r[6][i] for r in rows])
 
     def __len__(self) -> int:
         return len(self.columns["cta"])
