@@ -9,8 +9,8 @@ attrs   compile every kernel at its default tilings; registers, local (spill) by
 tests   python3 -m pytest -m gpu tests/test_kernels_gpu.py
 traces  capture the traces committed under tests/data/traces/ and check them
 bench   benchmarks/kernels_vs_torch.py → kernels_vs_torch_h200.txt
-sweep   scripts/validation_sweep.py time → measured_times.csv
-ncu     scripts/validation_sweep.py ncu  → measured_h200.csv (+ ncu_raw.txt)
+sweep   iosim.measure.sweep time → measured_times.csv
+ncu     iosim.measure.sweep ncu  → measured_h200.csv (+ ncu_raw.txt)
 """
 from __future__ import annotations
 
@@ -160,17 +160,17 @@ def step_bench():
 
 
 def step_sweep():
-    sh(f"python3 scripts/validation_sweep.py time {RES}/measured_times.csv")
+    sh(f"python3 -m iosim.measure.sweep time {RES}/measured_times.csv")
 
 
 def step_sweep_standard():
     """Re-measure only the standard-attention rows (times and ncu bytes)."""
-    sh(f"python3 scripts/validation_sweep.py time {RES}/measured_times_standard.csv standard")
-    sh(f"python3 scripts/validation_sweep.py ncu {RES}/measured_times_standard.csv {RES}/measured_standard.csv {RES}/ncu_raw_standard.txt")
+    sh(f"python3 -m iosim.measure.sweep time {RES}/measured_times_standard.csv standard")
+    sh(f"python3 -m iosim.measure.sweep ncu {RES}/measured_times_standard.csv {RES}/measured_standard.csv {RES}/ncu_raw_standard.txt")
 
 
 def step_ncu():
-    sh(f"python3 scripts/validation_sweep.py ncu {RES}/measured_times.csv {RES}/measured_h200.csv {RES}/ncu_raw.txt")
+    sh(f"python3 -m iosim.measure.sweep ncu {RES}/measured_times.csv {RES}/measured_h200.csv {RES}/ncu_raw.txt")
 
 
 def main():

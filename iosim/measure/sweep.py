@@ -1,31 +1,32 @@
 """The issue-5 validation sweep on a GPU: time every configuration (CUDA events, median), and
 optionally read Nsight Compute byte counters, into one CSV.
 
-    python3 scripts/validation_sweep.py time  OUT.csv            # timings
-    ncu ... python3 scripts/validation_sweep.py ncu-target       # (run by `ncu` mode)
-    python3 scripts/validation_sweep.py ncu   TIMES.csv OUT.csv  # add ncu bytes to TIMES.csv
+    python3 -m iosim.measure.sweep time  OUT.csv            # timings
+    ncu ... python3 -m iosim.measure.sweep ncu-target       # (run by `ncu` mode)
+    python3 -m iosim.measure.sweep ncu   TIMES.csv OUT.csv  # add ncu bytes to TIMES.csv
+
+IOSIM_SWEEP (environment) names another sweep YAML (`iosim measure` writes a one-config one).
 
 Configurations: `configs()` below (N 512..32768, d 64 and 128, causal and not; iosim's
 standard / fa1 / fa2 kernels and torch SDPA's flash and cuDNN back ends; fwd and bwd)."""
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ..problem import AttentionProblem
 
-from iosim import AttentionProblem  # noqa: E402
-
-
-SWEEP = Path(__file__).resolve().parents[1] / "scenarios" / "validation" / "sweep.yaml"
+SWEEP = Path(__file__).resolve().parents[2] / "scenarios" / "validation" / "sweep.yaml"
 
 
-def configs(path: Path = SWEEP) -> list:
+def configs(path: Path | None = None) -> list:
     """The sweep's configurations (scenarios/validation/sweep.yaml), each with `runner`: the
     iosim algorithm whose kernels run (impl iosim) or the torch back end (torch_flash/cudnn)."""
     import yaml
+    path = Path(path or os.environ.get("IOSIM_SWEEP") or SWEEP)
     out = []
     for k, c in enumerate(yaml.safe_load(Path(path).read_text())["configs"]):
         c = dict(c)
@@ -152,7 +153,7 @@ def run_ncu(times_csv: str, out_csv: str, raw_out: str) -> None:
     from iosim.measure.ncu import ncu_command, parse_csv, split_by_marker, totals
     rows = list(csv.DictReader(open(times_csv)))
     ids = [int(r["config"]) for r in rows]
-    cmd = ncu_command([__file__, "ncu-target", ",".join(map(str, ids))])
+    cmd = ncu_command(["-m", "iosim.measure.sweep", "ncu-target", ",".join(map(str, ids))])
     cmd.insert(1, "--profile-from-start")
     cmd.insert(2, "off")
     res = subprocess.run(cmd, capture_output=True, text=True)
