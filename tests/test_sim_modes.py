@@ -18,21 +18,33 @@ H100 = load_gpu("h100")
     ("fa2", 256, 32, False),
     ("fa1", 1024, 8, False),
 ])
-def test_fast_mode_agrees_with_exact_mode_within_one_percent(algorithm, seq, heads, causal):
+def test_aggregated_fast_model_agrees_with_exact_mode_within_one_percent(algorithm, seq, heads,
+                                                                         causal):
     schedule = build_schedule(AttentionProblem(seq_q=seq, heads_q=heads, causal=causal), H100,
                               algorithm)
-    fast, exact = simulate(schedule, H100, "fast"), simulate(schedule, H100, "exact")
+    fast = simulate(schedule, H100, "fast", exact_below_events=0)   # force the aggregated model
+    exact = simulate(schedule, H100, "exact")
+    assert fast.model["engine"] == "aggregated"
     assert fast.time_s == pytest.approx(exact.time_s, rel=0.01)
     assert fast.dram_read_bytes == pytest.approx(exact.dram_read_bytes, rel=0.01)
     assert fast.dram_write_bytes == pytest.approx(exact.dram_write_bytes, rel=0.01)
     assert fast.l2_to_sm_bytes == exact.l2_to_sm_bytes
 
 
-@pytest.mark.parametrize("mode", ["fast", "exact"])
-def test_same_inputs_give_byte_identical_json(mode):
+def test_fast_mode_simulates_small_schedules_exactly_and_large_ones_aggregated():
+    small = build_schedule(AttentionProblem(seq_q=1024, heads_q=8), H100, "fa2")
+    large = build_schedule(AttentionProblem(seq_q=8192, heads_q=8), H100, "fa2")
+    r_small = simulate(small, H100)
+    assert r_small.model["engine"] == "exact (small schedule)" and r_small.mode == "fast"
+    assert r_small.to_dict()["time_s"] == simulate(small, H100, "exact").time_s
+    assert simulate(large, H100).model["engine"] == "aggregated"
+
+
+@pytest.mark.parametrize("mode,threshold", [("fast", 0), ("fast", 10**9), ("exact", 0)])
+def test_same_inputs_give_byte_identical_json(mode, threshold):
     schedule = build_schedule(AttentionProblem(seq_q=512, heads_q=4, causal=True), H100, "fa2")
-    a = json.dumps(simulate(schedule, H100, mode).to_dict())
-    b = json.dumps(simulate(schedule, H100, mode).to_dict())
+    a = json.dumps(simulate(schedule, H100, mode, exact_below_events=threshold).to_dict())
+    b = json.dumps(simulate(schedule, H100, mode, exact_below_events=threshold).to_dict())
     assert a == b
 
 
@@ -40,7 +52,7 @@ def test_results_do_not_depend_on_the_hash_seed():
     code = ("import json; from iosim import AttentionProblem, build_schedule; "
             "from iosim.sim import simulate; "
             "s = build_schedule(AttentionProblem(seq_q=2048, heads_q=4), 'h100', 'standard'); "
-            "print(json.dumps(simulate(s, 'h100').to_dict()))")
+            "print(json.dumps(simulate(s, 'h100', exact_below_events=0).to_dict()))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2")}
@@ -80,14 +92,14 @@ def test_an_sm_never_holds_more_ctas_than_its_occupancy():
 def test_ctas_start_in_launch_order():
     schedule = build_schedule(AttentionProblem(seq_q=2048, heads_q=8), H100, "fa2")
     for mode in ("fast", "exact"):
-        df = simulate(schedule, H100, mode).timeline_df()
+        df = simulate(schedule, H100, mode, exact_below_events=0).timeline_df()
         assert df.sort_values("cta").start_s.is_monotonic_increasing
 
 
 def test_kernels_run_back_to_back_with_the_launch_overhead_between_them():
     schedule = build_schedule(AttentionProblem(seq_q=512, heads_q=4), H100, "standard")
     for mode in ("fast", "exact"):
-        ks = simulate(schedule, H100, mode).kernels
+        ks = simulate(schedule, H100, mode, exact_below_events=0).kernels
         for a, b in zip(ks, ks[1:]):
             assert b.start_s - a.end_s == pytest.approx(H100.launch_overhead_s, rel=1e-9)
 
@@ -95,7 +107,7 @@ def test_kernels_run_back_to_back_with_the_launch_overhead_between_them():
 def test_timeline_has_one_row_per_cta_with_the_documented_columns():
     schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
     for mode in ("fast", "exact"):
-        df = simulate(schedule, H100, mode).timeline_df()
+        df = simulate(schedule, H100, mode, exact_below_events=0).timeline_df()
         assert len(df) == schedule.kernels[0].num_ctas
         assert list(df.columns) == ["kernel", "kernel_name", "cta", "sm", "start_s", "end_s",
                                     "memory_stall_s", "tensor_stall_s", "exp_stall_s",
@@ -115,7 +127,7 @@ def test_to_dict_has_the_documented_keys():
 
 def test_tensor_busy_time_is_the_flops_over_the_per_sm_rate():
     schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
-    r = simulate(schedule, H100)
+    r = simulate(schedule, H100, exact_below_events=0)
     flops = schedule.totals().mma_flops
     assert r.busy_s["tensor"] == pytest.approx(flops / H100.tensor_flops_per_s_per_sm("fp16"))
     assert 0 < r.utilization["tensor"] <= 1

@@ -3,9 +3,12 @@
     simulate(schedule, gpu, mode="fast") -> SimResult
 
 mode="exact": every tile op of every CTA as a SimPy event, tile-level LRU L2 (engine.py).
-mode="fast" (default): each CTA class characterised once by a micro-simulation of one SM,
-CTAs dispatched through a fluid model of the shared bandwidths, and the L2 replayed on a
-sample of the tile accesses (fast.py). See docs/simulator.md.
+mode="fast" (default): a schedule of at most `exact_below_events` tile ops (small problems,
+where the aggregated model's transients matter most and exact costs < ~0.5 s) is simulated
+exactly; larger ones by the aggregated model: each CTA class characterised once by a
+micro-simulation of one SM, CTAs dispatched through a fluid model of the shared bandwidths,
+and the L2 replayed on a sample of the tile accesses (fast.py). `result.model["engine"]` says
+which ran. See docs/simulator.md.
 """
 from __future__ import annotations
 
@@ -15,20 +18,38 @@ from .memory import L2_EFFECTIVE_FRACTION
 from .result import KernelResult, SimResult
 
 MODES = ("fast", "exact")
+EXACT_BELOW_EVENTS = 100_000
+
+
+def tile_events(schedule) -> int:
+    """Tile ops (loads, stores, MMAs, exps, ALU ops, barriers) exact mode would execute."""
+    from .l2model import count_ops
+    memo: dict = {}
+    return sum(count * count_ops(k.program(rep), memo)
+               for k in schedule.kernels for rep, count in k.classes)
 
 
 def simulate(schedule, gpu, mode: str = "fast", *,
-             l2_effective_fraction: float = L2_EFFECTIVE_FRACTION, **options) -> SimResult:
+             l2_effective_fraction: float = L2_EFFECTIVE_FRACTION,
+             exact_below_events: int = EXACT_BELOW_EVENTS, **options) -> SimResult:
+    """Predict time and traffic of `schedule` on `gpu` (a GpuSpec, short name or YAML path).
+
+    options (aggregated fast mode only): l2_sample_budget."""
     gpu = load_gpu(gpu)
     if not 0.0 < l2_effective_fraction <= 1.0:
         raise IosimError(f"l2_effective_fraction must be in (0, 1], got {l2_effective_fraction}")
-    if mode == "exact":
+    if mode not in MODES:
+        raise IosimError(f"unknown simulation mode {mode!r}; choose one of: {', '.join(MODES)}")
+    if mode == "exact" or tile_events(schedule) <= exact_below_events:
         from .engine import simulate_exact
-        return simulate_exact(schedule, gpu, l2_effective_fraction)
-    if mode == "fast":
-        from .fast import simulate_fast
-        return simulate_fast(schedule, gpu, l2_effective_fraction, **options)
-    raise IosimError(f"unknown simulation mode {mode!r}; choose one of: {', '.join(MODES)}")
+        result = simulate_exact(schedule, gpu, l2_effective_fraction)
+        result.mode = mode
+        result.model["engine"] = "exact" if mode == "exact" else "exact (small schedule)"
+        return result
+    from .fast import simulate_fast
+    result = simulate_fast(schedule, gpu, l2_effective_fraction, **options)
+    result.model["engine"] = "aggregated"
+    return result
 
 
 __all__ = ["simulate", "SimResult", "KernelResult", "MODES"]

@@ -74,7 +74,7 @@ def split_segments(program: tuple) -> list:
 class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
-    def __init__(self, gpu, rates, pipeline, stages_hint: int = 2):
+    def __init__(self, gpu, rates, pipeline):
         self.gpu, self.rates, self.pipe = gpu, rates, pipeline
         self.t1 = max(8, 2 * max(1, pipeline.stages) + 4)
         self.t2 = self.t1 + 8

@@ -35,11 +35,3 @@ class SmUnits:
         self.tensor = Server(rates.tensor_flops_per_s)
         self.exp = Server(rates.exp_per_s)
         self.alu = Server(rates.alu_ops_per_s)
-
-    def unit(self, kind: str) -> Server:
-        return self.tensor if kind == "mma" else self.exp if kind == "exp" else self.alu
-
-
-def op_work(op) -> float:
-    """The amount an op asks of its unit: FLOPs for an Mma, a count for Exp/Alu."""
-    return op.flops if op.kind == "mma" else op.count

@@ -16,7 +16,9 @@ the fast mode's micro-simulations (a few CTAs of one SM, expected memory behind 
   (one row slab each) on the shared SM units, so one consumer's softmax runs while another's
   GEMMs hold the tensor cores (ping-pong). With `intra_overlap`, a consumer whose iteration is
   [GEMM0, softmax, GEMM1...] issues GEMM0 of iteration j+1 asynchronously before the softmax
-  of iteration j, and waits for it only after GEMM1 of iteration j.
+  of iteration j, and waits for it only after GEMM1 of iteration j; the iteration's first
+  load (K, read by GEMM0) then has a ring of its own, released after GEMM0 (FA-3's separate
+  K and V pipelines).
 - Loops without loads, or with nested loops, run their iterations one after another.
 
 Stall accounting (`ctx.stall`, seconds the CTA's first thread was blocked): [memory, tensor

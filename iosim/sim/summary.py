@@ -1,7 +1,6 @@
 """Turn per-kernel spans, byte counts and the timeline into a SimResult (both modes)."""
 from __future__ import annotations
 
-from ..schedule import program_totals  # noqa: F401  (re-exported for the modes)
 from .result import RESOURCES, KernelResult, SimResult, bound_of
 
 
