@@ -190,23 +190,35 @@ def compare(algos, fmt, output, force, model, sim_mode, **kw):
     emit(text, output, force)
 
 
-def _register_optional_commands():
-    """Commands that live with their subsystems (kernels, measurement, reports, lesson)."""
-    import importlib
-    for module, name in [("iosim.kernels.cli", "capture"), ("iosim.measure.cli", "measure"),
-                         ("iosim.measure.calibrate", "calibrate"),
-                         ("iosim.analysis.validate", "validate"),
-                         ("iosim.report.cli", "report"), ("iosim.teach.cli", "teach")]:
+# Commands that live with their subsystems; imported only when used, so `iosim run` starts fast.
+LAZY_COMMANDS = {
+    "capture": ("iosim.kernels.cli", "capture"),
+    "measure": ("iosim.measure.cli", "measure"),
+    "calibrate": ("iosim.measure.calibrate", "calibrate"),
+    "validate": ("iosim.analysis.validate", "validate"),
+    "report": ("iosim.report.cli", "report"),
+    "teach": ("iosim.teach.cli", "teach"),
+}
+
+
+def _lazy_list(self, ctx):
+    return sorted(set(click.Group.list_commands(self, ctx)) | set(LAZY_COMMANDS))
+
+
+def _lazy_get(self, ctx, name):
+    cmd = click.Group.get_command(self, ctx, name)
+    if cmd is None and name in LAZY_COMMANDS:
+        import importlib
+        module, attr = LAZY_COMMANDS[name]
         try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        cmd = getattr(mod, name, None)
-        if cmd is not None:
-            main.add_command(cmd, name)
+            cmd = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise IosimError(f"`iosim {name}` is unavailable here: {exc}") from None
+    return cmd
 
 
-_register_optional_commands()
+IosimGroup.list_commands = _lazy_list
+IosimGroup.get_command = _lazy_get
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
