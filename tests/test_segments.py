@@ -5,24 +5,9 @@ from hypothesis import given, settings, strategies as st
 
 from iosim import AttentionProblem
 from iosim.algorithms.common import block_kind, kv_segments, q_segments, rows_in_block
+from mask_reference import block_kinds
 
 SKIP, PARTIAL, FULL = 0, 1, 2
-
-
-def block_kinds(nq, nkv, br, bc, causal):
-    """SKIP / PARTIAL / FULL for every (Q block, KV block) pair, from the elementwise mask
-    (row r may see column c iff c ≤ r + nkv − nq, bottom-right aligned)."""
-    allowed = np.ones((nq, nkv), bool)
-    if causal:
-        allowed = np.arange(nkv)[None, :] <= np.arange(nq)[:, None] + (nkv - nq)
-    tq, tk = -(-nq // br), -(-nkv // bc)
-    any_ = np.zeros((tq * br, tk * bc), bool)
-    all_ = np.ones((tq * br, tk * bc), bool)
-    any_[:nq, :nkv] = allowed
-    all_[:nq, :nkv] = allowed
-    a = any_.reshape(tq, br, tk, bc).any(axis=(1, 3))
-    f = all_.reshape(tq, br, tk, bc).all(axis=(1, 3))
-    return np.where(f, FULL, np.where(a, PARTIAL, SKIP))
 
 
 def flatten(segments):
