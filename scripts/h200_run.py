@@ -10,7 +10,9 @@ tests   python3 -m pytest -m gpu tests/test_kernels_gpu.py
 traces  capture the traces committed under tests/data/traces/ and check them
 bench   benchmarks/kernels_vs_torch.py → kernels_vs_torch_h200.txt
 sweep   iosim.measure.sweep time → measured_times.csv
-ncu     iosim.measure.sweep ncu  → measured_h200.csv (+ ncu_raw.txt)
+ncu     iosim.measure.sweep ncu  → measured_h200.csv, measured_h200_kernels.csv (+ ncu_raw.txt)
+validation  sweep then ncu: the whole committed validation dataset (scenarios/validation/)
+l2probe ncu DRAM bytes of L2 capacity probes → l2_probe.csv (scenarios/validation/README.md)
 """
 from __future__ import annotations
 
@@ -170,7 +172,95 @@ def step_sweep_standard():
 
 
 def step_ncu():
-    sh(f"python3 -m iosim.measure.sweep ncu {RES}/measured_times.csv {RES}/measured_h200.csv {RES}/ncu_raw.txt")
+    sh(f"python3 -m iosim.measure.sweep ncu {RES}/measured_times.csv {RES}/measured_h200.csv "
+       f"{RES}/ncu_raw.txt {RES}/measured_h200_kernels.csv")
+
+
+def step_validation():
+    """The validation dataset, every configuration, in one go (scenarios/validation/README.md)."""
+    step_sweep()
+    step_ncu()
+
+
+# ---- L2 capacity probes (what an LRU model's effective capacity should be) ---------------
+L2_PROBE_SRC = r"""
+extern "C" __global__ void l2probe_read(const int4* __restrict__ buf, long long n, int passes,
+                                        int rotate, int* out) {
+    // every pass reads the whole buffer once (16-byte ld.global.cg, L1 bypassed); with rotate,
+    // pass p gives CTA c the chunk of CTA (c + 67 p) mod grid, so each line is read by SMs all
+    // over the chip (as K/V tiles are), not by one SM only
+    int acc = 0;
+    long long nthreads = (long long)gridDim.x * blockDim.x;
+    for (int p = 0; p < passes; ++p) {
+        long long cta = rotate ? (blockIdx.x + 67LL * p) % gridDim.x : blockIdx.x;
+        for (long long i = cta * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+            int4 v = __ldcg(buf + i);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    }
+    if (acc == 0x7f3a2b1c) out[0] = acc;
+}
+extern "C" __global__ void l2probe_write(int4* buf, long long n) {
+    // each line written once: what stays dirty in L2 at the end is not in ncu's DRAM writes
+    long long nthreads = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads)
+        buf[i] = make_int4((int)i, 1, 2, 3);
+}
+"""
+L2_PROBE_MB = (8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60)
+L2_PROBE_PASSES = 4
+
+
+def step_l2probe_target():
+    import cupy as cp
+    mod = cp.RawModule(code=L2_PROBE_SRC)
+    rd, wr = mod.get_function("l2probe_read"), mod.get_function("l2probe_write")
+    big = cp.ones(1 << 28, dtype=cp.int32)              # 1 GiB, to evict between probes
+    out = cp.zeros(1, dtype=cp.int32)
+    grid, block = (132 * 4,), (512,)
+    for mb in L2_PROBE_MB:
+        buf = cp.random.randint(0, 1 << 30, size=mb * (1 << 20) // 4, dtype=cp.int32)
+        n = buf.size // 4
+        for rotate in (0, 1):
+            big += 1
+            cp.cuda.runtime.deviceSynchronize()
+            rd(grid, block, (buf, cp.int64(n), cp.int32(L2_PROBE_PASSES), cp.int32(rotate), out))
+        big += 1
+        wr(grid, block, (buf, cp.int64(n)))
+        cp.cuda.runtime.deviceSynchronize()
+        del buf
+
+
+def step_l2probe():
+    """ncu (default cache control: L2 flushed before each kernel) over the probe kernels."""
+    import csv as _csv
+    from iosim.measure.ncu import parse_csv
+    cmd = (f"ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum,"
+           f"gpu__time_duration.sum --csv --page raw --print-units base -k regex:l2probe "
+           f"env IOSIM_NO_TAR=1 python3 {ROOT}/scripts/h200_run.py l2probe_target")
+    res = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    (RES / "l2_probe_raw.txt").write_text(res.stdout + "\n#STDERR\n" + res.stderr)
+    rows = parse_csv(res.stdout)
+    out = []
+    it = iter(rows)
+    for mb in L2_PROBE_MB:
+        for variant in ("read_same_sm", "read_rotating", "write_once"):
+            r = next(it, None)
+            if r is None:
+                break
+            out.append({"variant": variant, "buffer_bytes": mb * (1 << 20),
+                        "passes": L2_PROBE_PASSES if variant != "write_once" else 1,
+                        "dram_read_bytes": r.get("dram_read_bytes"),
+                        "dram_write_bytes": r.get("dram_write_bytes"),
+                        "ncu_time_s": r.get("ncu_time_s"), "kernel": r["kernel"]})
+    with open(RES / "l2_probe.csv", "w", newline="") as f:
+        w = _csv.DictWriter(f, fieldnames=["variant", "buffer_bytes", "passes", "dram_read_bytes",
+                                           "dram_write_bytes", "ncu_time_s", "kernel"])
+        w.writeheader()
+        w.writerows(out)
+    for r in out:
+        print(r["variant"], r["buffer_bytes"] >> 20, "MiB read", r["dram_read_bytes"],
+              "write", r["dram_write_bytes"], flush=True)
 
 
 def main():
@@ -186,7 +276,8 @@ def main():
             traceback.print_exc()
             print(f"step {s} failed: {exc}", flush=True)
         print(f"===== step {s} done in {time.time() - t:.1f}s", flush=True)
-    sh(f"cd {OUT} && tar czf results.tgz res", timeout=60)
+    if os.environ.get("IOSIM_NO_TAR") is None:
+        sh(f"cd {OUT} && tar czf results.tgz res", timeout=60)
 
 
 if __name__ == "__main__":

@@ -6,16 +6,25 @@ Inputs (committed, produced on the H200 by one command; see scenarios/validation
 - scenarios/validation/measured_h200.csv: per configuration id, the median kernel time and
   Nsight Compute's byte counters summed over the configuration's kernels.
 
+Protocols: bytes are predicted the way Nsight Compute measures them (l2_protocol="ncu": every
+kernel starts with an invalidated L2; dirty lines left in L2 at a kernel's end are counted by
+no kernel), times the way CUDA events measure them (time_protocol="warm": one L2 across the
+configuration's kernels). See docs/validation.md.
+
 Calibration: the simulator's time is scaled by one efficiency factor per (implementation,
 algorithm, direction) group, fitted as the median measured/predicted ratio on the *training*
 rows (even positions of the sweep). Errors are reported for all rows and for the held-out
-rows (odd positions) separately, before and after the fit. Bytes are never fitted.
+rows (odd positions) separately, before and after the fit. Bytes are never fitted; the L2's
+effective capacity (iosim.sim.memory.L2_EFFECTIVE_FRACTION) was chosen once, from the L2
+probes in scenarios/validation/l2_probe.csv and the training rows' DRAM bytes.
 """
 from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,27 +100,63 @@ def load_measurements(path: Path) -> dict:
         return {r["id"]: r for r in csv.DictReader(f)}
 
 
-def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
+def is_train(position: int) -> bool:
+    """The fit/held-out split: even positions of the sweep train, odd ones are held out."""
+    return position % 2 == 0
+
+
+def _predict_one(job: tuple) -> dict:
+    """Simulate one configuration: warm time, ncu-protocol bytes (runs in a worker process)."""
+    from ..algorithms import build_schedule
     from ..problem import AttentionProblem
-    from .analyze import analyze
+    from ..sim import simulate
+    problem_kw, algorithm, gpu = job
+    schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm)
+    r = simulate(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
+    return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
+            "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
+            "kernels": [(k.name, k.time_s) for k in r.kernels]}
+
+
+def _workers(n_jobs: int) -> int:
+    env = os.environ.get("IOSIM_VALIDATE_WORKERS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(n_jobs, os.cpu_count() or 1, 4))
+
+
+def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
     gpu = gpu or sweep.get("gpu", "h200-calibrated")
-    rows = []
+    if model != "sim":
+        raise IosimError("validation predicts with the simulator (model 'sim') only")
+    todo = []
     for pos, cfg in enumerate(sweep["configs"]):
         m = measured.get(cfg["id"])
         if m is None or _float(m.get("time_s")) is None:
             continue
-        problem = AttentionProblem(**{k: cfg[k] for k in PROBLEM_KEYS if k in cfg})
-        a = analyze(problem, gpu, cfg["algorithm"], model=model)
+        todo.append((pos, cfg, m))
+    jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu)
+            for _pos, cfg, _m in todo]
+    unique = list(dict.fromkeys(json.dumps(j, sort_keys=True) for j in jobs))
+    n = _workers(len(unique))
+    if n > 1:
+        with ProcessPoolExecutor(n) as ex:
+            results = dict(zip(unique, ex.map(_predict_one, [json.loads(u) for u in unique])))
+    else:
+        results = {u: _predict_one(json.loads(u)) for u in unique}
+    rows = []
+    for (pos, cfg, m), job in zip(todo, jobs):
+        a = results[json.dumps(job, sort_keys=True)]
         dram_r, dram_w = _float(m.get("dram_read_bytes")), _float(m.get("dram_write_bytes"))
         rows.append(Row(
             id=cfg["id"], impl=cfg["impl"], algorithm=cfg["algorithm"],
-            direction=cfg["direction"], train=pos % 2 == 0,
-            measured_time_s=float(m["time_s"]), predicted_time_s=a.predicted_time_s,
-            calibrated_time_s=a.predicted_time_s,
+            direction=cfg["direction"], train=is_train(pos),
+            measured_time_s=float(m["time_s"]), predicted_time_s=a["time_s"],
+            calibrated_time_s=a["time_s"],
             measured_l2_to_sm_bytes=_float(m.get("l2_to_sm_read_bytes")),
-            predicted_l2_to_sm_bytes=a.counters.l2_to_smem_bytes,
+            predicted_l2_to_sm_bytes=a["l2_to_sm_bytes"],
             measured_dram_bytes=(dram_r + dram_w) if dram_r is not None and dram_w is not None else None,
-            predicted_dram_bytes=a.dram_read_bytes + a.dram_write_bytes))
+            predicted_dram_bytes=a["dram_bytes"]))
     return rows
 
 

@@ -5,7 +5,10 @@
 configuration by launching the tiny kernel `iosim_marker` (see `marker()`), so one ncu run
 can profile many configurations: `split_by_marker` cuts the kernel list at the markers.
 Clocks are left alone (`--clock-control none`); ncu flushes caches before each kernel replay
-(its default), so DRAM bytes are those of a cold L2.
+(its default `--cache-control all`), so DRAM bytes are those of a cold L2, and dirty lines
+still in L2 when a kernel ends are written back outside its measurement (counted by no kernel).
+`kernel_rows(config_id, rows)` gives one CSV row per kernel (KERNEL_FIELDS), for
+scenarios/validation/measured_h200_kernels.csv.
 """
 from __future__ import annotations
 
@@ -51,6 +54,9 @@ def parse_csv(text: str) -> list:
     out = []
     for r in body:
         rec = {"kernel": r[col["Kernel Name"]] if "Kernel Name" in col else r[col.get("Function Name", 0)]}
+        for h, name in (("Grid Size", "grid"), ("Block Size", "block")):
+            if h in col:
+                rec[name] = r[col[h]].replace(" ", "")
         for m, name in COLUMNS.items():
             if m in col:
                 try:
@@ -72,6 +78,16 @@ def split_by_marker(rows: list) -> list:
         elif cur is not None:
             cur.append(r)
     return groups
+
+
+KERNEL_FIELDS = ["id", "kernel_index", "kernel", "grid", "block", "ncu_time_s", "dram_read_bytes",
+                 "dram_write_bytes", "l2_to_sm_read_bytes", "lts_bytes"]
+
+
+def kernel_rows(config_id: str, rows: list) -> list:
+    """One row per kernel of a configuration, in launch order (full kernel names)."""
+    return [{"id": config_id, "kernel_index": i, **{k: r.get(k, "") for k in KERNEL_FIELDS[2:]}}
+            for i, r in enumerate(rows)]
 
 
 def totals(rows: list) -> dict:

@@ -3,7 +3,8 @@ optionally read Nsight Compute byte counters, into one CSV.
 
     python3 -m iosim.measure.sweep time  OUT.csv            # timings
     ncu ... python3 -m iosim.measure.sweep ncu-target       # (run by `ncu` mode)
-    python3 -m iosim.measure.sweep ncu   TIMES.csv OUT.csv  # add ncu bytes to TIMES.csv
+    python3 -m iosim.measure.sweep ncu   TIMES.csv OUT.csv RAW.txt [KERNELS.csv]
+                                          # add ncu bytes to TIMES.csv; per-kernel rows
 
 IOSIM_SWEEP (environment) names another sweep YAML (`iosim measure` writes a one-config one).
 
@@ -149,8 +150,10 @@ def run_ncu_target(only: list | None = None) -> None:
         cp.get_default_memory_pool().free_all_blocks()
 
 
-def run_ncu(times_csv: str, out_csv: str, raw_out: str) -> None:
-    from iosim.measure.ncu import ncu_command, parse_csv, split_by_marker, totals
+def run_ncu(times_csv: str, out_csv: str, raw_out: str, kernels_csv: str | None = None) -> None:
+    """Profile every timed configuration in one ncu run; OUT.csv = TIMES.csv plus ncu's
+    counters summed per configuration, KERNELS.csv (if named) = one row per kernel."""
+    from iosim.measure.ncu import KERNEL_FIELDS, kernel_rows, ncu_command, parse_csv, split_by_marker, totals
     rows = list(csv.DictReader(open(times_csv)))
     ids = [int(r["config"]) for r in rows]
     cmd = ncu_command(["-m", "iosim.measure.sweep", "ncu-target", ",".join(map(str, ids))])
@@ -160,11 +163,18 @@ def run_ncu(times_csv: str, out_csv: str, raw_out: str) -> None:
     Path(raw_out).write_text(res.stdout + "\n#STDERR\n" + res.stderr)
     groups = split_by_marker(parse_csv(res.stdout))
     print(f"ncu: {len(groups)} configurations profiled for {len(rows)} timed (rc {res.returncode})", flush=True)
+    per_kernel = []
     for r, g in zip(rows, groups):
         r.update(totals(g))
+        per_kernel += kernel_rows(r["id"], g)
     if len(groups) != len(rows):
         print("ncu: WARNING configuration count mismatch; bytes left blank where unmatched", flush=True)
     write(out_csv, rows)
+    if kernels_csv:
+        with open(kernels_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=KERNEL_FIELDS)
+            w.writeheader()
+            w.writerows(per_kernel)
 
 
 if __name__ == "__main__":
@@ -174,4 +184,5 @@ if __name__ == "__main__":
     elif mode == "ncu-target":
         run_ncu_target([int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else None)
     elif mode == "ncu":
-        run_ncu(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "ncu_raw.txt")
+        run_ncu(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "ncu_raw.txt",
+                sys.argv[5] if len(sys.argv) > 5 else None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import IosimError
 from ..hardware import load_gpu
-from .memory import L2_EFFECTIVE_FRACTION
+from .memory import L2_EFFECTIVE_FRACTION, L2_PROTOCOLS
 from .result import KernelResult, SimResult
 
 MODES = ("fast", "exact")
@@ -31,25 +31,40 @@ def tile_events(schedule) -> int:
 
 def simulate(schedule, gpu, mode: str = "fast", *,
              l2_effective_fraction: float = L2_EFFECTIVE_FRACTION,
-             exact_below_events: int = EXACT_BELOW_EVENTS, **options) -> SimResult:
+             exact_below_events: int = EXACT_BELOW_EVENTS, l2_protocol: str = "warm",
+             time_protocol: str | None = None, **options) -> SimResult:
     """Predict time and traffic of `schedule` on `gpu` (a GpuSpec, short name or YAML path).
 
-    options (aggregated fast mode only): l2_sample_budget."""
+    l2_protocol: "warm" (one L2 across the schedule's kernels, final flush counted) or "ncu"
+    (every kernel starts with an invalidated L2 and dirty lines left at a kernel's end are not
+    counted: what Nsight Compute measures). time_protocol: the protocol the predicted time
+    assumes, when it differs from the one the bytes are counted under (validation: CUDA-event
+    times are warm, ncu's bytes are not). options (aggregated fast mode only):
+    l2_sample_budget."""
     gpu = load_gpu(gpu)
     if not 0.0 < l2_effective_fraction <= 1.0:
         raise IosimError(f"l2_effective_fraction must be in (0, 1], got {l2_effective_fraction}")
     if mode not in MODES:
         raise IosimError(f"unknown simulation mode {mode!r}; choose one of: {', '.join(MODES)}")
+    time_protocol = time_protocol or l2_protocol
+    for p in (l2_protocol, time_protocol):
+        if p not in L2_PROTOCOLS:
+            raise IosimError(f"unknown L2 protocol {p!r}; choose one of: {', '.join(L2_PROTOCOLS)}")
     if mode == "exact" or tile_events(schedule) <= exact_below_events:
         from .engine import simulate_exact
-        result = simulate_exact(schedule, gpu, l2_effective_fraction)
+        result = simulate_exact(schedule, gpu, l2_effective_fraction, time_protocol)
+        if time_protocol != l2_protocol:
+            from .summary import with_bytes_of
+            result = with_bytes_of(result, simulate_exact(schedule, gpu, l2_effective_fraction,
+                                                          l2_protocol), gpu)
         result.mode = mode
         result.model["engine"] = "exact" if mode == "exact" else "exact (small schedule)"
         return result
     from .fast import simulate_fast
-    result = simulate_fast(schedule, gpu, l2_effective_fraction, **options)
+    result = simulate_fast(schedule, gpu, l2_effective_fraction, l2_protocol=l2_protocol,
+                           time_protocol=time_protocol, **options)
     result.model["engine"] = "aggregated"
     return result
 
 
-__all__ = ["simulate", "SimResult", "KernelResult", "MODES"]
+__all__ = ["simulate", "SimResult", "KernelResult", "MODES", "L2_PROTOCOLS"]

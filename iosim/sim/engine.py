@@ -34,7 +34,7 @@ def _counters_dict(c: MemoryCounters) -> dict:
     return {name: getattr(c, name) for name in MemoryCounters.__slots__}
 
 
-def simulate_exact(schedule, gpu, l2_effective_fraction: float):
+def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str = "warm"):
     rates = SmRates.of(gpu, schedule.problem.dtype)
     env = simpy.Environment()
     mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
@@ -72,6 +72,8 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float):
                 env.process(cta(state["next"], sm))
                 state["next"] += 1
 
+        if ki and l2_protocol == "ncu":       # profiler: write back + invalidate, unmeasured
+            mem.invalidate()
         mem.kernel_counters = MemoryCounters()
         start_s = env.now
         launch_more()
@@ -87,15 +89,17 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float):
 
     env.process(main())
     env.run()
-    before_flush = mem.counters.dram_write_bytes
-    mem.flush()
-    if spans:   # the flush belongs to no kernel's time; count its bytes with the last kernel
-        spans[-1][3]["dram_write_bytes"] += mem.counters.dram_write_bytes - before_flush
+    if l2_protocol == "warm":
+        before_flush = mem.counters.dram_write_bytes
+        mem.flush()
+        if spans:   # the flush belongs to no kernel's time; count its bytes with the last kernel
+            spans[-1][3]["dram_write_bytes"] += mem.counters.dram_write_bytes - before_flush
     kernels = [kernel_result(k, gpu, rates, s, e, occ, m)
                for k, (s, e, occ, m) in zip(schedule.kernels, spans)]
     total = _counters_dict(mem.counters)
     model = {"l2_effective_fraction": l2_effective_fraction,
              "l2_effective_capacity_bytes": gpu.l2_capacity_bytes * l2_effective_fraction,
-             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back"}
+             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
+             "l2_protocol": l2_protocol}
     return schedule_result("exact", schedule, gpu, kernels, total,
                            timeline.sorted_by_kernel_cta(), model)

@@ -200,7 +200,7 @@ class SamplingPlan:
         return cta < self.limits[ki]
 
 
-def _l2_pass(schedule, gpu, plan: SamplingPlan, marks, capacity_bytes: float):
+def _l2_sample(schedule, plan: SamplingPlan, marks):
     sampler = AccessSampler(plan.ratio)
     for ki, k in enumerate(schedule.kernels):
         stages = max(1, k.pipeline.stages)
@@ -208,43 +208,14 @@ def _l2_pass(schedule, gpu, plan: SamplingPlan, marks, capacity_bytes: float):
         for cta in range(plan.limits[ki]):
             start_s, seg_ends = kmarks[cta]
             sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages)
-    per, flush = replay(sampler.out, capacity_bytes / plan.ratio, len(schedule.kernels),
-                        gpu.dram_latency_s)
-    return per, flush, {"l2_set_sampling_ratio": plan.ratio,
-                        "l2_sampled_accesses": len(sampler.out),
-                        "l2_simulated_ctas": list(plan.limits)}
+    return sampler.out, {"l2_set_sampling_ratio": plan.ratio,
+                         "l2_sampled_accesses": len(sampler.out),
+                         "l2_simulated_ctas": list(plan.limits)}
 
 
-def _memory_ops(items):
-    for it in items:
-        if it.kind == "loop":
-            yield from _memory_ops(it.body)
-        elif it.kind in ("load", "store"):
-            yield it
-
-
-def simulate_fast(schedule, gpu, l2_effective_fraction: float,
-                  l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET):
-    rates = SmRates.of(gpu, schedule.problem.dtype)
-    infos = []
-    for kernel in schedule.kernels:
-        classes = KernelClasses(kernel)
-        infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
-                      "totals": kernel.totals(),
-                      "shapes": [shape_key(p) for p in classes.programs],
-                      "busy": [busy_of_program(p, rates) for p in classes.programs]})
-    characterizers = [Characterizer(gpu, rates, k.pipeline) for k in schedule.kernels]
-    n_k = len(schedule.kernels)
-    capacity = gpu.l2_capacity_bytes * l2_effective_fraction
-    plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
-
-    # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
-    timeline, spans, marks = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
-                                           [0.0] * n_k, characterizers, plan, plan.limits)
-    per, flush, sampling = _l2_pass(schedule, gpu, plan, marks, capacity)
-    del marks
-
-    # scale the sampled L2 counts to every access of every kernel
+def _scale(infos, per, flush):
+    """Scale the sampled L2 counts to every access of every kernel: per-kernel miss figures
+    for the dispatch, DRAM store ratios, per-kernel memory counters, final flush bytes."""
     miss, dram_scale, mems = [], [], []
     total_store = sum(i["totals"].bytes_stored for i in infos)
     sampled_store = sum(p["store"] for p in per)
@@ -268,6 +239,48 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     flush_bytes = flush * (total_store / sampled_store) if sampled_store else 0.0
     if mems:
         mems[-1]["dram_write_bytes"] += flush_bytes
+    return miss, dram_scale, mems, flush_bytes
+
+
+def _memory_ops(items):
+    for it in items:
+        if it.kind == "loop":
+            yield from _memory_ops(it.body)
+        elif it.kind in ("load", "store"):
+            yield it
+
+
+def simulate_fast(schedule, gpu, l2_effective_fraction: float,
+                  l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
+                  time_protocol: str | None = None):
+    """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
+    timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
+    time_protocol = time_protocol or l2_protocol
+    rates = SmRates.of(gpu, schedule.problem.dtype)
+    infos = []
+    for kernel in schedule.kernels:
+        classes = KernelClasses(kernel)
+        infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
+                      "totals": kernel.totals(),
+                      "shapes": [shape_key(p) for p in classes.programs],
+                      "busy": [busy_of_program(p, rates) for p in classes.programs]})
+    characterizers = [Characterizer(gpu, rates, k.pipeline) for k in schedule.kernels]
+    n_k = len(schedule.kernels)
+    capacity = gpu.l2_capacity_bytes * l2_effective_fraction
+    plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
+
+    # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
+    timeline, spans, marks = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
+                                           [0.0] * n_k, characterizers, plan, plan.limits)
+    accesses, sampling = _l2_sample(schedule, plan, marks)
+    del marks
+    by_protocol = {}
+    for protocol in dict.fromkeys((l2_protocol, time_protocol)):
+        per, flush = replay(accesses, capacity / plan.ratio, n_k, gpu.dram_latency_s, protocol)
+        by_protocol[protocol] = _scale(infos, per, flush)
+    del accesses
+    _, _, mems, flush_bytes = by_protocol[l2_protocol]
+    miss, dram_scale, _, _ = by_protocol[time_protocol]
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
@@ -282,6 +295,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     model = {"l2_effective_fraction": l2_effective_fraction,
              "l2_effective_capacity_bytes": capacity,
              "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
+             "l2_protocol": l2_protocol,
+             **({"time_protocol": time_protocol} if time_protocol != l2_protocol else {}),
              **sampling,
              "micro_simulations": sum(c.simulations for c in characterizers),
              "cta_classes": [len(i["classes"].reps) for i in infos]}

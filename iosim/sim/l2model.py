@@ -136,17 +136,28 @@ class AccessSampler:
             pos += count * body_ticks
 
 
-def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float):
+def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float,
+           protocol: str = "warm"):
     """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
     load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
-    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving)."""
+    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving),
+    and the dirty bytes left at the end (the final flush; 0 under the "ncu" protocol, where
+    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody)."""
     accesses.sort()      # by (time, serial): serials are unique, so nothing else is compared
+    ncu = protocol == "ncu"
+    if ncu:              # kernels in order even where a buffered load was placed early
+        accesses.sort(key=lambda a: a[2])   # stable: time order inside each kernel
     lines: OrderedDict = OrderedDict()
     used = 0
+    current = 0
     per = [{"load": {}, "miss": {}, "loads": {}, "wait": {}, "store": 0, "writeback": 0,
              "reduce_read": 0}
            for _ in range(n_kernels)]
     for t, _s, ki, key, nbytes, code in accesses:
+        if ncu and ki != current:            # profiler: write back + invalidate, unmeasured
+            lines.clear()
+            used = 0
+            current = ki
         k = per[ki]
         entry = lines.get(key)
         if code == 0:
@@ -178,5 +189,5 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
             used -= b
             if d:
                 k["writeback"] += b
-    flush = sum(e[0] for e in lines.values() if e[1])
+    flush = 0 if ncu else sum(e[0] for e in lines.values() if e[1])
     return per, flush

@@ -55,3 +55,22 @@ def schedule_result(mode, schedule, gpu, kernels: list, mem_total: dict, timelin
                      l2_load_hit_bytes=mem_total["load_hit_bytes"],
                      l2_load_miss_bytes=mem_total["load_miss_bytes"],
                      stall_s=stall, cta_time_s=cta_time, timeline=timeline, model=model)
+
+
+def with_bytes_of(timed: SimResult, counted: SimResult, gpu) -> SimResult:
+    """`timed` (time, timeline, stalls) with the L2/DRAM byte counts of `counted`, a run of
+    the same schedule under another L2 protocol (exact mode's time_protocol)."""
+    for k, c in zip(timed.kernels, counted.kernels):
+        k.dram_read_bytes, k.dram_write_bytes = c.dram_read_bytes, c.dram_write_bytes
+        k.busy_s["dram"] = (k.dram_read_bytes + k.dram_write_bytes) / gpu.dram_bandwidth_bytes_per_s
+        span = k.time_s
+        k.utilization["dram"] = k.busy_s["dram"] / span if span > 0 else 0.0
+        k.bound_by = bound_of(k.utilization)
+    for name in ("dram_read_bytes", "dram_write_bytes", "dram_write_flush_bytes",
+                 "l2_load_hit_bytes", "l2_load_miss_bytes"):
+        setattr(timed, name, getattr(counted, name))
+    timed.busy_s["dram"] = sum(k.busy_s["dram"] for k in timed.kernels)
+    timed.utilization["dram"] = timed.busy_s["dram"] / timed.time_s if timed.time_s > 0 else 0.0
+    timed.bound_by = bound_of(timed.utilization)
+    timed.model = dict(counted.model, time_protocol=timed.model.get("l2_protocol"))
+    return timed
