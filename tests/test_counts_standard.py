@@ -25,9 +25,10 @@ def expected(p, bm, bn, gpu=H100):
     d, eb, heads, g = p.head_dim, p.elem_bytes, p.batch * p.heads_q, p.group_size
     nq, nkv = p.seq_q, p.seq_kv
     bd = min(bn, d)
+    bmd = bm * bn // bd       # d-wide GEMM outputs keep the accumulator area BM×BN
     out = {}
     if p.direction in ("fwd", "fwd+bwd"):
-        qk, pv = gemm(nq, nkv, d, bm, bn), gemm(nq, d, nkv, bm, bd)
+        qk, pv = gemm(nq, nkv, d, bm, bn), gemm(nq, d, nkv, bmd, bd)
         passes = 1 if 4 * nkv * eb <= gpu.shared_memory_per_block_bytes else 2
         out["std_fwd_qk"] = ({"Q": qk["a"] * eb, "K": qk["b"] * eb}, {"S": qk["c"] * eb},
                              qk["flops"], 0)
@@ -37,8 +38,8 @@ def expected(p, bm, bn, gpu=H100):
                              pv["flops"], 0)
     if p.direction in ("bwd", "fwd+bwd"):
         dk, dv = ("dK", "dV") if g == 1 else ("dK_expanded", "dV_expanded")
-        dvg, dpg = gemm(nkv, d, nq, bm, bd), gemm(nq, nkv, d, bm, bn)
-        dqg, dkg = gemm(nq, d, nkv, bm, bd), gemm(nkv, d, nq, bm, bd)
+        dvg, dpg = gemm(nkv, d, nq, bmd, bd), gemm(nq, nkv, d, bm, bn)
+        dqg, dkg = gemm(nq, d, nkv, bmd, bd), gemm(nkv, d, nq, bmd, bd)
         out["std_bwd_D"] = ({"O": nq * d * eb, "dO": nq * d * eb}, {"D": nq * F32}, 0, 0)
         out["std_bwd_dV"] = ({"P": dvg["a"] * eb, "dO": dvg["b"] * eb}, {dv: dvg["c"] * eb},
                              dvg["flops"], 0)

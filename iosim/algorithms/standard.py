@@ -211,9 +211,26 @@ def ds_program(problem, t: Tiling, b, h, i, j) -> tuple:
 
 
 # ---- schedule -----------------------------------------------------------------------
+def narrow_gemm_tiling(t: Tiling, bd: int, gpu, eb: int) -> Tiling:
+    """The tile of a GEMM whose output is only d wide: the accumulator area BM×BN is kept by
+    widening BM (the accumulator registers are what bound a GEMM tile), and the pipeline
+    depth shrinks until the panels fit shared memory. cuBLAS does this on the H200: for the
+    d = 64 output of P·V it ran nvjet_sm90_hsh_64x512_64x2 (512 rows, 2 stages) where the
+    d = 128 output ran 128x256_64x4 (scenarios/validation/measured_h200_kernels.csv)."""
+    if bd >= t.block_kv:
+        return t
+    wide = Tiling(t.block_q * t.block_kv // bd, t.block_kv, t.stages, t.warps)
+    for stages in range(t.stages, 1, -1):
+        cand = Tiling(wide.block_q, bd, stages, t.warps)
+        if gemm_smem_bytes(cand, eb) <= gpu.shared_memory_per_block_bytes:
+            return Tiling(wide.block_q, t.block_kv, stages, t.warps)
+    return t
+
+
 def forward_kernels(problem, gpu, t: Tiling) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
     bd = min(t.block_kv, d)                  # output tile width of the d-wide GEMMs
+    td = narrow_gemm_tiling(t, bd, gpu, eb)
     rt = row_tiling()
     sm_smem = ROWS_PER_CTA * (nkv if single_pass(problem, gpu) else SOFTMAX_CHUNK) * eb
     return (
@@ -222,14 +239,15 @@ def forward_kernels(problem, gpu, t: Tiling) -> tuple:
                     b_is_kv=True, scale=True),
         q_block_kernel("std_fwd_softmax", problem, rt, sm_smem, 32,
                        lambda b, h, i: softmax_program(problem, gpu, b, h, i), Pipeline(stages=1)),
-        gemm_kernel("std_fwd_pv", problem, t, "O=PV", Operand("P", eb), Operand("V", eb),
+        gemm_kernel("std_fwd_pv", problem, td, "O=PV", Operand("P", eb), Operand("V", eb),
                     "O", eb, nq, d, nkv, bd, b_is_kv=True),
     )
 
 
-def backward_kernels(problem, t: Tiling) -> tuple:
+def backward_kernels(problem, gpu, t: Tiling) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
     bd = min(t.block_kv, d)
+    td = narrow_gemm_tiling(t, bd, gpu, eb)
     g = problem.group_size
     dk = "dK" if g == 1 else "dK_expanded"
     dv = "dV" if g == 1 else "dV_expanded"
@@ -237,7 +255,7 @@ def backward_kernels(problem, t: Tiling) -> tuple:
     kernels = [
         q_block_kernel("std_bwd_D", problem, rt, 0, 32,
                        lambda b, h, i: d_program(problem, b, h, i), Pipeline(stages=1)),
-        gemm_kernel("std_bwd_dV", problem, t, "dV=P^T dO", Operand("P", eb, transposed=True),
+        gemm_kernel("std_bwd_dV", problem, td, "dV=P^T dO", Operand("P", eb, transposed=True),
                     Operand("dO", eb), dv, eb, nkv, d, nq, bd, b_is_kv=False),
         gemm_kernel("std_bwd_dP", problem, t, "dP=dO V^T", Operand("dO", eb),
                     Operand("V", eb, transposed=True), "dP", eb, nq, nkv, d, t.block_kv,
@@ -245,9 +263,9 @@ def backward_kernels(problem, t: Tiling) -> tuple:
         tile_kernel("std_bwd_dS", problem, problem.heads_q, nq, nkv, t.block_q, t.block_kv, t,
                     0, 32, lambda b, h, i, j: ds_program(problem, t, b, h, i, j),
                     Pipeline(stages=1)),
-        gemm_kernel("std_bwd_dQ", problem, t, "dQ=dS K", Operand("dS", eb), Operand("K", eb),
+        gemm_kernel("std_bwd_dQ", problem, td, "dQ=dS K", Operand("dS", eb), Operand("K", eb),
                     "dQ", eb, nq, d, nkv, bd, b_is_kv=True, scale=True),
-        gemm_kernel("std_bwd_dK", problem, t, "dK=dS^T Q", Operand("dS", eb, transposed=True),
+        gemm_kernel("std_bwd_dK", problem, td, "dK=dS^T Q", Operand("dS", eb, transposed=True),
                     Operand("Q", eb), dk, eb, nkv, d, nq, bd, b_is_kv=False, scale=True),
     ]
     if g > 1:
@@ -265,7 +283,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels += forward_kernels(problem, gpu, tilings["fwd"])
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = tiling(problem, gpu, "backward", **bwd_overrides)
-        kernels += backward_kernels(problem, tilings["bwd"])
+        kernels += backward_kernels(problem, gpu, tilings["bwd"])
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
     return Schedule("standard", problem, tilings, tuple(kernels), notes)
