@@ -160,7 +160,8 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
     mask = (Alu("mask", rows * n),) if problem.causal else ()
     if single_pass(problem, gpu):   # the CTA's rows of S sit in shared memory
         return (Load("S", (b, h, i), rows, n, rows * n * eb), *mask,
-                Alu("max", rows * n), Exp("exp", rows * n), Alu("sum", rows * n),
+                Alu("max", rows * n), Exp("exp", 2 * rows * n),   # for the sum, then for P
+                Alu("sum", rows * n),
                 Alu("scale", rows * n), Store("P", (b, h, i), rows, n, rows * n * eb))
     full, tail = divmod(n, SOFTMAX_CHUNK)
 

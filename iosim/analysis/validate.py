@@ -51,7 +51,8 @@ class Row:
     algorithm: str
     direction: str
     train: bool
-    measured_time_s: float
+    measured_time_s: float          # GPU time of the kernels (see _gpu_time_s)
+    event_time_s: float             # CUDA-event time around the whole call
     predicted_time_s: float
     calibrated_time_s: float
     measured_l2_to_sm_bytes: float | None
@@ -125,6 +126,16 @@ def _workers(n_jobs: int) -> int:
     return max(1, min(n_jobs, os.cpu_count() or 1, 4))
 
 
+def _gpu_time_s(m: dict) -> float:
+    """The kernels' GPU time: Nsight Compute's gpu__time_duration summed over the
+    configuration's kernels where measured, else the CUDA-event median. The two agree within 3%
+    on every row of the committed sweep but one: standard attention at N = 512, whose event
+    time carries the Python harness's launch gaps between its three kernels (+75%); the
+    simulator models the kernels, not the harness. Both are shown by `iosim validate`."""
+    ncu = _float(m.get("ncu_time_s"))
+    return ncu if ncu is not None else float(m["time_s"])
+
+
 def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
     gpu = gpu or sweep.get("gpu", "h200-calibrated")
     if model != "sim":
@@ -151,7 +162,8 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
         rows.append(Row(
             id=cfg["id"], impl=cfg["impl"], algorithm=cfg["algorithm"],
             direction=cfg["direction"], train=is_train(pos),
-            measured_time_s=float(m["time_s"]), predicted_time_s=a["time_s"],
+            measured_time_s=_gpu_time_s(m), event_time_s=float(m["time_s"]),
+            predicted_time_s=a["time_s"],
             calibrated_time_s=a["time_s"],
             measured_l2_to_sm_bytes=_float(m.get("l2_to_sm_read_bytes")),
             predicted_l2_to_sm_bytes=a["l2_to_sm_bytes"],
@@ -245,10 +257,11 @@ def validate(sweep_path, measured_path, gpu, fmt):
                                "efficiency_factors": {"/".join(g): f for g, f in factors.items()},
                                "summary": summary, "budget_failures": fails}, indent=2))
         return
-    click.echo(f"{'id':<44} {'split':<5} {'meas':>9} {'pred':>9} {'t err':>7} {'L2→SM':>7} {'DRAM':>7}")
+    click.echo(f"{'id':<44} {'split':<5} {'event':>9} {'meas':>9} {'pred':>9} {'t err':>7} "
+               f"{'L2→SM':>7} {'DRAM':>7}")
     for r in rows:
         click.echo(f"{r.id:<44} {'train' if r.train else 'test':<5} "
-                   f"{r.measured_time_s * 1e3:>7.3f}ms {r.calibrated_time_s * 1e3:>7.3f}ms "
+                   f"{r.event_time_s * 1e3:>7.3f}ms {r.measured_time_s * 1e3:>7.3f}ms {r.calibrated_time_s * 1e3:>7.3f}ms "
                    f"{_pct(r.time_err):>7} {_pct(r.l2_err):>7} {_pct(r.dram_err):>7}")
     click.echo("")
     for g, f in factors.items():

@@ -41,8 +41,19 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
     u16* buf = (u16*)smem + warp * (single_pass ? Nkv : IOSIM_CHUNK);
 
     if (single_pass) {
-        if (active)
-            for (int c = lane; c < Nkv; c += 32) buf[c] = S[base + c];
+        // 16-byte vector loads and stores when rows are 8-element aligned (Nkv % 8 == 0):
+        // one warp moves 512 B per instruction instead of 64 B, so enough bytes are in flight
+        const bool vec = (Nkv & 7) == 0;
+        if (active) {
+            if (vec) {
+                const uint4* src = reinterpret_cast<const uint4*>(S + base);
+                uint4* dst = reinterpret_cast<uint4*>(buf);
+#pragma unroll 4
+                for (int c = lane; c < Nkv / 8; c += 32) dst[c] = src[c];
+            } else {
+                for (int c = lane; c < Nkv; c += 32) buf[c] = S[base + c];
+            }
+        }
         __syncwarp();
         tr.tile(EV_LOAD, T_S, b, h, i, rows * Nkv * 2);
         float mx = -IOSIM_INF, sum = 0.f;
@@ -54,10 +65,30 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
         }
         tr.op(EV_EXP, 0);
         if (active) {
+            // exp is evaluated again here rather than kept per element: 2 exps per element
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int c = lane; c < Nkv; c += 32) {
-                float p = c < limit ? fast_exp2((to_f32(buf[c]) * scale - mx) * IOSIM_LOG2E) * inv : 0.f;
-                P[base + c] = from_f32(p);
+            if (vec) {
+                const uint4* src = reinterpret_cast<const uint4*>(buf);
+                uint4* dst = reinterpret_cast<uint4*>(P + base);
+#pragma unroll 2
+                for (int c8 = lane; c8 < Nkv / 8; c8 += 32) {
+                    uint4 in = src[c8], out;
+                    u32 w_in[4] = {in.x, in.y, in.z, in.w}, w_out[4];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const int c = c8 * 8 + 2 * q;
+                        float p0 = c < limit ? fast_exp2((lo_f32(w_in[q]) * scale - mx) * IOSIM_LOG2E) * inv : 0.f;
+                        float p1 = c + 1 < limit ? fast_exp2((hi_f32(w_in[q]) * scale - mx) * IOSIM_LOG2E) * inv : 0.f;
+                        w_out[q] = (u32)from_f32(p0) | ((u32)from_f32(p1) << 16);
+                    }
+                    out.x = w_out[0]; out.y = w_out[1]; out.z = w_out[2]; out.w = w_out[3];
+                    dst[c8] = out;
+                }
+            } else {
+                for (int c = lane; c < Nkv; c += 32) {
+                    float p = c < limit ? fast_exp2((to_f32(buf[c]) * scale - mx) * IOSIM_LOG2E) * inv : 0.f;
+                    P[base + c] = from_f32(p);
+                }
             }
         }
         tr.tile(EV_STORE, T_P, b, h, i, rows * Nkv * 2);
