@@ -12,6 +12,9 @@ from .counters import Counters, count
 from .roofline import Roofline, roofline
 
 MODELS = ("sim", "roofline")
+# the simulator's resource names, in the roofline's words
+BOUND_NAMES = {"dram": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor cores",
+               "exp": "exp units", "alu": "ALUs", "latency": "latency (no unit ≥ 70% busy)"}
 
 
 @dataclass
@@ -131,7 +134,7 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     roof = roofline(gpu, problem.dtype, counters.mma_flops, counters.exp_count,
                     counters.alu_ops, dram_read + dram_write, counters.l2_bytes)
     if sim is not None:
-        predicted, bound_by = sim.time_s, sim.bound_by
+        predicted, bound_by = sim.time_s, BOUND_NAMES.get(sim.bound_by, sim.bound_by)
     else:
         predicted = roof.roofline_time_s + gpu.launch_overhead_s * len(schedule.kernels)
         bound_by = roof.bound

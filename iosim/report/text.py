@@ -49,9 +49,24 @@ def analysis_table(a) -> str:
                                 f"ALU {seconds(r.alu_time_s)}, DRAM {seconds(r.dram_time_s)}, "
                                 f"L2 {seconds(r.l2_time_s)}"),
              ("predicted time", f"{seconds(a.predicted_time_s)}  [{a.model}]"),
+             *_simulation_rows(a),
              ("bound by", a.bound_by),
              ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
     return _rows_to_text(rows, f"iosim {a.algorithm} on {g.short_name}")
+
+
+def _simulation_rows(a) -> list:
+    sim = a.simulation
+    if sim is None:
+        return []
+    d = sim.to_dict()
+    util = ", ".join(f"{k} {v:.0%}" for k, v in d["utilization"].items())
+    stall = ", ".join(f"{k} {v:.0%}" for k, v in d["stall_fraction"].items())
+    return [("utilization", util),
+            ("CTA time stalled on", stall),
+            ("L2 hit rate (loads)", f"{d['l2_hit_rate']:.1%}  [{d['model']['l2_policy']}, "
+                                    f"{nbytes(d['model']['l2_effective_capacity_bytes'])} effective]"),
+            ("simulator", f"{d['mode']} mode, {d['model'].get('engine', '')} engine")]
 
 
 def compare_table(analyses) -> str:
