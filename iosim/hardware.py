@@ -58,6 +58,9 @@ class GpuSpec(BaseModel):
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
     dram_latency_s: float = Field(gt=0)
     tensor_flops_per_s: TensorRates
+    # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s
+    # (the rate of the GPU's best MMA instruction: wgmma on Hopper); 1 where there is no wgmma
+    tensor_mma_sync_fraction: float = Field(gt=0, le=1)
     fp32_flops_per_s: float = Field(gt=0)
     exp_per_clock_per_sm: float = Field(gt=0)
     launch_overhead_s: float = Field(ge=0)
@@ -87,6 +90,11 @@ class GpuSpec(BaseModel):
 
     def tensor_flops_per_s_per_sm(self, dtype: str) -> float:
         return self.tensor_rate(dtype) / self.sm_count
+
+    def mma_flops_per_s_per_sm(self, dtype: str, instruction: str = "wgmma") -> float:
+        """Per-SM tensor rate of one MMA instruction class ("wgmma" or "mma_sync")."""
+        scale = self.tensor_mma_sync_fraction if instruction == "mma_sync" else 1.0
+        return self.tensor_flops_per_s_per_sm(dtype) * scale
 
     @property
     def exp_per_s(self) -> float:

@@ -221,6 +221,10 @@ class Pipeline:
     warp_specialized: a producer warp(group) issues copies; consumers only compute.
     consumer_warpgroups: consumers that ping-pong (one's softmax under the other's GEMMs).
     intra_overlap: a consumer overlaps its own softmax with its next GEMM (FA-3).
+    mma_instruction: the tensor-core instruction its GEMMs use: "wgmma" (Hopper warpgroup
+      MMA reading operands from shared memory asynchronously: cuBLAS sm90, FA-3, cuDNN) or
+      "mma_sync" (warp-level MMA from registers, operands brought in by ldmatrix: FA-1,
+      FA-2, torch flash). The simulator charges its rate and shared-memory operand reads.
     """
 
     stages: int = 1
@@ -228,6 +232,7 @@ class Pipeline:
     warp_specialized: bool = False
     consumer_warpgroups: int = 1
     intra_overlap: bool = False
+    mma_instruction: str = "wgmma"
 
 
 @dataclass(frozen=True, eq=False)

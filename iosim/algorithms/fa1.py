@@ -251,7 +251,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels.append(head_kernel("fa1_fwd", problem, t, fwd_smem_bytes(t, d, eb),
                                    fwd_registers(t, d),
                                    lambda b, h: fwd_program(problem, t, b, h),
-                                   Pipeline(stages=t.stages)))
+                                   Pipeline(stages=t.stages, mma_instruction="mma_sync")))
     if problem.direction in ("bwd", "fwd+bwd"):
         t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
                          {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})
@@ -260,7 +260,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels.append(head_kernel("fa1_bwd", problem, t, bwd_smem_bytes(t, d, eb),
                                    bwd_registers(t, d),
                                    lambda b, h: bwd_program(problem, t, b, h),
-                                   Pipeline(stages=t.stages)))
+                                   Pipeline(stages=t.stages, mma_instruction="mma_sync")))
         kernels.append(q_block_kernel(
             "fa1_bwd_convert_dq", problem, small, 0, 32,
             lambda b, h, i: convert_dq_program(problem, small, b, h, i), Pipeline(stages=1)))

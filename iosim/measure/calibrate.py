@@ -41,6 +41,13 @@ def calibrated_config(base: dict, results: dict, base_name: str) -> dict:
         cfg["sources"]["tensor_flops_per_s"] = (
             f"{where}: fp16 {results['tensor_fp16']['method']}; other dtypes scaled from the "
             f"datasheet ratios by the same factor {scale:.3f} (iosim calibrate)")
+    if "tensor_fp16_mma_sync" in results and "tensor_fp16" in results:
+        ms = results["tensor_fp16_mma_sync"]
+        ratio = ms["tensor_flops_per_s"] / results["tensor_fp16"]["tensor_flops_per_s"]
+        cfg["tensor_mma_sync_fraction"] = float(f"{min(1.0, ratio):.4g}")
+        cfg["sources"]["tensor_mma_sync_fraction"] = (
+            f"{where}: {ms['method']}: {ms['tensor_flops_per_s'] / 1e12:.1f} TFLOP/s, over the "
+            f"fp16 tensor_flops_per_s measurement (iosim calibrate)")
     for key in ("l2_capacity_bytes", "sm_count"):
         if key in dev:
             cfg[key] = int(dev[key])

@@ -18,7 +18,7 @@ from .memory import L2_EFFECTIVE_FRACTION, L2_PROTOCOLS
 from .result import KernelResult, SimResult
 
 MODES = ("fast", "exact")
-EXACT_BELOW_EVENTS = 100_000
+EXACT_BELOW_EVENTS = 150_000
 
 
 def tile_events(schedule) -> int:

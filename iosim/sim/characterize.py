@@ -74,8 +74,8 @@ def split_segments(program: tuple) -> list:
 class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
-    def __init__(self, gpu, rates, pipeline):
-        self.gpu, self.rates, self.pipe = gpu, rates, pipeline
+    def __init__(self, gpu, rates, pipeline, mma=None):
+        self.gpu, self.rates, self.pipe, self.mma = gpu, rates, pipeline, mma
         self.t1 = max(8, 2 * max(1, pipeline.stages) + 4)
         self.t2 = self.t1 + 8
         self.memo: dict = {}
@@ -91,7 +91,7 @@ class Characterizer:
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(gpu.dram_bandwidth_bytes_per_s),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss))
-        ctxs = [CtaContext(env, units, mem, self.pipe) for _ in range(k)]
+        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma) for _ in range(k)]
         ends = [0.0] * k
 
         def cta(i: int):

@@ -20,10 +20,65 @@ class SmRates:
     alu_ops_per_s: float        # fp32 elementwise ops/s (FMA = 1 op) ÷ SM count
 
     @classmethod
-    def of(cls, gpu, dtype: str) -> "SmRates":
-        return cls(tensor_flops_per_s=gpu.tensor_flops_per_s_per_sm(dtype),
+    def of(cls, gpu, dtype: str, instruction: str = "wgmma") -> "SmRates":
+        """The SM's rates; tensor_flops_per_s is that of the MMA instruction class the
+        kernel uses (busy time and utilization are counted against it)."""
+        return cls(tensor_flops_per_s=gpu.mma_flops_per_s_per_sm(dtype, instruction),
                    exp_per_s=gpu.exp_per_clock_per_sm * gpu.clock_hz,
                    alu_ops_per_s=gpu.alu_ops_per_s / gpu.sm_count)
+
+
+# whether ldmatrix operand reads overlap mma.sync's tensor-core time (see MmaCost)
+MMA_SYNC_OPERANDS_OVERLAP = False
+
+
+class MmaCost:
+    """What an Mma op costs on its SM's tensor server, whose rate is the wgmma rate: the
+    op's work in wgmma-FLOP equivalents.
+
+    - Instruction class (`Pipeline.mma_instruction`): mma.sync runs at
+      `tensor_mma_sync_fraction` of the wgmma rate (H200: 632 vs 759 TFLOP/s measured).
+    - Shared-memory operand reads. A tile product reads A (m×k) once and B (k×n) once per
+      reader: mma.sync warps each bring the B fragments they need into registers with
+      ldmatrix, so every warp of the CTA reads all of B (they split the rows of A); a wgmma
+      warpgroup reads its operands from shared memory itself, once per consumer warpgroup.
+      They cost bytes / (shared_memory_bandwidth_bytes_per_clock_per_sm × clock).
+    - Overlap. wgmma is asynchronous: the tensor core streams its operands from shared
+      memory while it computes, so an op takes max(tensor time, operand time). mma.sync's
+      operands are brought in by ldmatrix instructions of the same warps, through the same
+      issue slots and register fragments, and the MMA waits for them: tensor time + operand
+      time (MMA_SYNC_OPERANDS_OVERLAP = False; see docs/simulator.md)."""
+
+    __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo")
+
+    def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
+        instr = getattr(pipeline, "mma_instruction", "wgmma")
+        self.sync = instr == "mma_sync"
+        wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
+        self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
+        self.readers = (max(1, threads_per_cta // 32) if self.sync
+                        else max(1, pipeline.consumer_warpgroups))
+        self.elem_bytes = elem_bytes
+        smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
+        self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
+        self.memo: dict = {}
+
+    def operand_bytes(self, op) -> int:
+        return (op.m * op.k + self.readers * op.k * op.n) * self.elem_bytes
+
+    def work(self, op) -> float:
+        key = (op.m, op.n, op.k)
+        w = self.memo.get(key)
+        if w is None:
+            tensor = op.flops * self.scale
+            smem = self.operand_bytes(op) * self.smem_per_flop_rate
+            if self.sync and not MMA_SYNC_OPERANDS_OVERLAP:
+                w = tensor + smem
+            else:
+                w = tensor if tensor > smem else smem
+            self.memo[key] = w
+        return w
+
 
 
 class SmUnits:

@@ -9,7 +9,7 @@ import simpy
 from ..algorithms.common import occupancy
 from ..errors import IosimError
 from ..schedule import program_totals
-from .compute import SmRates, SmUnits
+from .compute import MmaCost, SmRates, SmUnits
 from .dispatch import SlotPicker
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program
@@ -24,6 +24,16 @@ def ctas_per_sm(gpu, kernel) -> int:
     return occ
 
 
+def kernel_rates(gpu, dtype: str, kernel) -> SmRates:
+    """Per-SM rates with the tensor rate of the kernel's MMA instruction class."""
+    return SmRates.of(gpu, dtype, getattr(kernel.pipeline, "mma_instruction", "wgmma"))
+
+
+def kernel_mma_cost(gpu, problem, kernel) -> MmaCost:
+    return MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
+                   problem.elem_bytes)
+
+
 def busy_of_program(program, rates) -> tuple:
     t = program_totals(program)
     return (t.mma_flops / rates.tensor_flops_per_s, t.exp / rates.exp_per_s,
@@ -35,7 +45,8 @@ def _counters_dict(c: MemoryCounters) -> dict:
 
 
 def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str = "warm"):
-    rates = SmRates.of(gpu, schedule.problem.dtype)
+    dtype = schedule.problem.dtype
+    rates = SmRates.of(gpu, dtype)           # the servers run at the wgmma rate
     env = simpy.Environment()
     mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
                       Server(gpu.l2_bandwidth_bytes_per_s), Server(gpu.dram_bandwidth_bytes_per_s),
@@ -48,16 +59,18 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
     def run_kernel(ki: int, kernel):
         occ = ctas_per_sm(gpu, kernel)
         n = kernel.num_ctas
+        k_rates = kernel_rates(gpu, dtype, kernel)
+        mma = kernel_mma_cost(gpu, schedule.problem, kernel)
         picker = SlotPicker(gpu.sm_count, occ)
         state = {"next": 0, "left": n}
         done = env.event()
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline)
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})
-            timeline.add(ki, c, sm, start_s, env.now, ctx.stall, busy_of_program(program, rates))
+            timeline.add(ki, c, sm, start_s, env.now, ctx.stall, busy_of_program(program, k_rates))
             picker.release(sm)
             state["left"] -= 1
             launch_more()
@@ -94,7 +107,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         mem.flush()
         if spans:   # the flush belongs to no kernel's time; count its bytes with the last kernel
             spans[-1][3]["dram_write_bytes"] += mem.counters.dram_write_bytes - before_flush
-    kernels = [kernel_result(k, gpu, rates, s, e, occ, m)
+    kernels = [kernel_result(k, gpu, kernel_rates(gpu, dtype, k), s, e, occ, m)
                for k, (s, e, occ, m) in zip(schedule.kernels, spans)]
     total = _counters_dict(mem.counters)
     model = {"l2_effective_fraction": l2_effective_fraction,

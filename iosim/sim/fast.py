@@ -17,7 +17,7 @@ from ..algorithms.common import grid_index
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from .compute import SmRates
-from .engine import busy_of_program, ctas_per_sm
+from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .fluid import run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
 from .summary import kernel_result, schedule_result
@@ -112,14 +112,19 @@ class KernelClasses:
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
-    """Per segment: (L2↔SM bytes, expected DRAM bytes)."""
-    l2, dram = [], []
+    """Per segment: (L2↔SM bytes, expected DRAM bytes, the fraction of its load bytes that
+    wait for DRAM: misses and hits on lines still in flight, capped at 1). Write-backs are
+    DRAM bytes nobody waits for: a load that hits in L2 does not queue behind them."""
+    l2, dram, wait = [], [], []
     for seg in split_segments(program):
         t = program_totals(seg)
         l2.append(t.bytes_loaded + t.bytes_stored)
         dram.append(sum(b * miss.get(tn, (0.0, 0.0))[0] for tn, b in t.load_bytes.items())
                     + t.bytes_stored * dram_store_ratio)
-    return l2, dram
+        wait.append(sum(b * min(1.0, miss.get(tn, (0.0, 0.0))[1])
+                        for tn, b in t.load_bytes.items()) / t.bytes_loaded
+                    if t.bytes_loaded else 0.0)
+    return l2, dram, wait
 
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
@@ -138,13 +143,14 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         ch = characterizers[ki]
         miss_key = tuple(sorted(miss[ki].items()))
         shapes = info["shapes"]
-        seg_l2, seg_dram, bytes_by_shape = [], [], {}
+        seg_l2, seg_dram, seg_wait, bytes_by_shape = [], [], [], {}
         for p, shape in zip(classes.programs, shapes):
             ab = bytes_by_shape.get(shape)
             if ab is None:
                 ab = bytes_by_shape[shape] = segment_bytes(p, miss[ki], dram_scale[ki])
             seg_l2.append(ab[0])
             seg_dram.append(ab[1])
+            seg_wait.append(ab[2])
         # the first wave's first segments all queue at once: how long until the last has data
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         mean_l2 = sum(b[0] for b in seg_l2) / len(seg_l2)
@@ -170,7 +176,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
             if _marks is not None and keep_marks(_ki, cta):
                 _marks[cta] = (s, tuple(seg_ends))
 
-        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], classes, seg_profiles, seg_l2, seg_dram, occ,
+        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], classes, seg_profiles,
+                         seg_l2, seg_dram, seg_wait, occ,
                          gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
                          gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first,
                          kmarks is not None)
@@ -256,15 +263,19 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
     timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
     time_protocol = time_protocol or l2_protocol
-    rates = SmRates.of(gpu, schedule.problem.dtype)
+    rates = SmRates.of(gpu, schedule.problem.dtype)      # the servers run at the wgmma rate
     infos = []
     for kernel in schedule.kernels:
         classes = KernelClasses(kernel)
+        k_rates = kernel_rates(gpu, schedule.problem.dtype, kernel)
         infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
                       "totals": kernel.totals(),
                       "shapes": [shape_key(p) for p in classes.programs],
-                      "busy": [busy_of_program(p, rates) for p in classes.programs]})
-    characterizers = [Characterizer(gpu, rates, k.pipeline) for k in schedule.kernels]
+                      "rates": k_rates,
+                      "busy": [busy_of_program(p, k_rates) for p in classes.programs]})
+    characterizers = [Characterizer(gpu, rates, k.pipeline,
+                                    kernel_mma_cost(gpu, schedule.problem, k))
+                      for k in schedule.kernels]
     n_k = len(schedule.kernels)
     capacity = gpu.l2_capacity_bytes * l2_effective_fraction
     plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
@@ -285,7 +296,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
                                        lambda ki, cta=0: False)
-    kernels = [kernel_result(k, gpu, rates, s, e, occ, m, i["totals"])
+    kernels = [kernel_result(k, gpu, i["rates"], s, e, occ, m, i["totals"])
                for k, (s, e, occ), m, i in zip(schedule.kernels, spans, mems, infos)]
     total = {"dram_read_bytes": sum(m["dram_read_bytes"] for m in mems),
              "dram_write_bytes": sum(m["dram_write_bytes"] for m in mems),

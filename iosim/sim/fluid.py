@@ -34,11 +34,14 @@ TIE = 1e-12   # completions within this relative virtual time are simultaneous
  _PROF, _L2, _DRAM) = range(17)
 
 
-def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_count: int,
+def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: int,
+               sm_count: int,
                l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
                burst_first, want_marks: bool = True):
     """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
-    of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes. Calls
+    of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes; seg_wait[c][s]: the
+    fraction of its load bytes that wait for DRAM (a hit does not queue behind the
+    write-backs a burst reserved). Calls
     emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
     class c's first segment is a burst of plain ops. Returns the end time."""
     # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
@@ -132,12 +135,15 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, occ: int, sm_co
             residents[sm].append(cta)
             touched.add(sm)
             group.append(st)
-        if len(group) > 1:      # dispatched together: their first loads queue in FIFO order
+        # dispatched together, or while an earlier burst is still queued: their first loads
+        # queue in FIFO order (behind that burst)
+        if len(group) > 1 or (group and (l2_burst.free_s > t_now or dram_burst.free_s > t_now)):
             for st in group:
                 cls = st[_CLS]
                 if burst_first[cls]:
                     wait = max(l2_burst.reserve(t_now, seg_l2[cls][0])[0] - t_now,
-                               dram_burst.reserve(t_now, seg_dram[cls][0])[0] - t_now)
+                               seg_wait[cls][0] * (dram_burst.reserve(t_now, seg_dram[cls][0])[0]
+                                                   - t_now))
                     st[_BURST], st[_EXTRA], st[_ACC][0] = True, wait, wait
                     st[_PROF], st[_L2], st[_DRAM] = seg_profiles[cls], seg_l2[cls], seg_dram[cls]
         return touched

@@ -34,13 +34,15 @@ _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
 
 
 class CtaContext:
-    """What a running CTA can reach: the clock, its SM's units, memory, its kernel's pipeline."""
+    """What a running CTA can reach: the clock, its SM's units, memory, its kernel's pipeline,
+    and the cost of its Mma ops on the tensor server (compute.MmaCost; None: FLOPs)."""
 
-    __slots__ = ("env", "units", "mem", "pipe", "stall")
+    __slots__ = ("env", "units", "mem", "pipe", "stall", "mma")
 
-    def __init__(self, env, units, mem, pipe):
+    def __init__(self, env, units, mem, pipe, mma=None):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
+        self.mma = mma
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -48,8 +50,10 @@ def tile_key(op, env_vars: dict) -> tuple:
     return (op.tensor,) + tuple(env_vars[c] if isinstance(c, str) else c for c in op.coord)
 
 
-def _work(op) -> float:
-    return op.flops if op.kind == "mma" else op.count
+def _work(op, mma=None) -> float:
+    if op.kind == "mma":
+        return op.flops if mma is None else mma.work(op)
+    return op.count
 
 
 _BODY_CACHE: dict = {}
@@ -109,7 +113,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         elif kind in _STALL_SLOT:
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
-            start, finish = server.reserve(now, _work(op) * share)
+            start, finish = server.reserve(now, _work(op, ctx.mma) * share)
             stall[_STALL_SLOT[kind]] += start - now
             yield env.timeout(finish - now)
         # barriers cost nothing beyond the ordering they already impose here
@@ -252,7 +256,7 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
         gemm0, after = split
-        gemm0_work = sum(_work(op) for op in gemm0) * share
+        gemm0_work = sum(_work(op, ctx.mma) for op in gemm0) * share
         tensor = ctx.units.tensor
         yield from first.wait(0, stall)
         now = env.now
