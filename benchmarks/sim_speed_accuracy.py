@@ -1,7 +1,7 @@
 """Fast mode against exact mode, where exact is feasible: predicted time, DRAM and L2 bytes,
 their relative differences, and the wall times.
 
-Fast mode (the default) simulates schedules of at most 250,000 tile ops exactly; the columns
+Fast mode (the default) simulates schedules of at most 150,000 tile ops exactly; the columns
 `agg` force its aggregated model (exact_below_events=0) on every row, so that the model that
 runs on large problems is compared with exact mode everywhere.
 

@@ -31,9 +31,9 @@ def test_doubling_dram_bandwidth_halves_a_dram_bound_softmax():
 
 
 def test_compute_bound_fa2_time_follows_the_tensor_core_rate():
-    # every other roof far away: the GEMMs bind
+    # every other roof far away (shared-memory operand reads too): the GEMMs bind
     gpu = H100.with_(l2_bandwidth_bytes_per_s=1e15, exp_per_clock_per_sm=1024,
-                     fp32_flops_per_s=1e16)
+                     fp32_flops_per_s=1e16, shared_memory_bandwidth_bytes_per_clock_per_sm=1e6)
     problem = AttentionProblem(seq_q=8192)
     full = run(problem, gpu, "fa2")
     half = run(problem, scaled_tensor_rates(gpu, 0.5), "fa2")

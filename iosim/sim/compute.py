@@ -30,6 +30,8 @@ class SmRates:
 
 # whether ldmatrix operand reads overlap mma.sync's tensor-core time (see MmaCost)
 MMA_SYNC_OPERANDS_OVERLAP = False
+# Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
+A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
 
 
 class MmaCost:
@@ -38,11 +40,14 @@ class MmaCost:
 
     - Instruction class (`Pipeline.mma_instruction`): mma.sync runs at
       `tensor_mma_sync_fraction` of the wgmma rate (H200: 632 vs 759 TFLOP/s measured).
-    - Shared-memory operand reads. A tile product reads A (m×k) once and B (k×n) once per
-      reader: mma.sync warps each bring the B fragments they need into registers with
-      ldmatrix, so every warp of the CTA reads all of B (they split the rows of A); a wgmma
-      warpgroup reads its operands from shared memory itself, once per consumer warpgroup.
-      They cost bytes / (shared_memory_bandwidth_bytes_per_clock_per_sm × clock).
+    - Shared-memory operand reads. mma.sync warps bring their fragments into registers with
+      ldmatrix. The CTA's W warps tile the m×n product as WM = min(W, m/16) warps along the
+      rows (16-row MMA tiles) × WN = W/WM along the columns (the project's FA-1/FA-2 kernels,
+      iosim/kernels/cuda): A (m×k) is read by the WN warps that share its rows, B (k×n) by
+      the WM warps that share its columns; the A operand of the forward pass's P·V product
+      (names in A_FROM_REGISTERS) stays in registers. A wgmma warpgroup reads its operands
+      from shared memory itself: A once, B once per consumer warpgroup. Bytes cost
+      bytes / (shared_memory_bandwidth_bytes_per_clock_per_sm × clock).
     - Overlap. wgmma is asynchronous: the tensor core streams its operands from shared
       memory while it computes, so an op takes max(tensor time, operand time). mma.sync's
       operands are brought in by ldmatrix instructions of the same warps, through the same
@@ -56,7 +61,7 @@ class MmaCost:
         self.sync = instr == "mma_sync"
         wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
         self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
-        self.readers = (max(1, threads_per_cta // 32) if self.sync
+        self.readers = (max(1, threads_per_cta // 32) if self.sync       # warps
                         else max(1, pipeline.consumer_warpgroups))
         self.elem_bytes = elem_bytes
         smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
@@ -64,10 +69,16 @@ class MmaCost:
         self.memo: dict = {}
 
     def operand_bytes(self, op) -> int:
-        return (op.m * op.k + self.readers * op.k * op.n) * self.elem_bytes
+        """Shared-memory bytes the CTA reads for one Mma's operands."""
+        if not self.sync:
+            return (op.m * op.k + self.readers * op.k * op.n) * self.elem_bytes
+        wm = max(1, min(self.readers, op.m // 16))
+        wn = max(1, self.readers // wm)
+        a = 0 if op.name in A_FROM_REGISTERS else wn * op.m * op.k
+        return (a + wm * op.k * op.n) * self.elem_bytes
 
     def work(self, op) -> float:
-        key = (op.m, op.n, op.k)
+        key = (op.name, op.m, op.n, op.k)
         w = self.memo.get(key)
         if w is None:
             tensor = op.flops * self.scale

@@ -1,0 +1,56 @@
+"""The MMA instruction class and shared-memory operand reads (compute.MmaCost)."""
+from dataclasses import replace
+
+import pytest
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.schedule import Mma, Pipeline
+from iosim.sim import simulate
+from iosim.sim.compute import MmaCost
+
+H200 = load_gpu("h200-calibrated")
+
+
+def test_calibrated_mma_sync_fraction_is_the_measured_ratio():
+    # measurements/h200/calibration.json: mma.sync 631.68 TFLOP/s, cuBLAS 759.43 TFLOP/s
+    assert H200.tensor_mma_sync_fraction == pytest.approx(631.680395741630 / 759.431918505923,
+                                                          abs=1e-4)
+    assert load_gpu("a100").tensor_mma_sync_fraction == 1.0
+
+
+def test_mma_sync_operands_are_read_by_the_warps_sharing_rows_and_columns():
+    # 4 warps over a 128-row product: 4 warps along rows (WM = 4, WN = 1)
+    cost = MmaCost(H200, "fp16", Pipeline(mma_instruction="mma_sync"), 128, 2)
+    assert cost.operand_bytes(Mma("S=QK^T", 128, 128, 64)) == (128 * 64 + 4 * 64 * 128) * 2
+    assert cost.operand_bytes(Mma("O+=PV", 128, 64, 128)) == 4 * 128 * 64 * 2   # P in registers
+    # 8 warps over a 64-row product: WM = 4 along rows, WN = 2 along columns
+    cost8 = MmaCost(H200, "fp16", Pipeline(mma_instruction="mma_sync"), 256, 2)
+    assert cost8.operand_bytes(Mma("S=QK^T", 64, 128, 64)) == (2 * 64 * 64 + 4 * 64 * 128) * 2
+
+
+def test_mma_sync_time_is_tensor_time_at_its_rate_plus_operand_time():
+    op = Mma("S=QK^T", 128, 128, 128)
+    cost = MmaCost(H200, "fp16", Pipeline(mma_instruction="mma_sync"), 128, 2)
+    wgmma_rate = H200.tensor_flops_per_s_per_sm("fp16")
+    tensor_s = op.flops / (wgmma_rate * H200.tensor_mma_sync_fraction)
+    smem_s = (128 * 128 + 4 * 128 * 128) * 2 / (
+        H200.shared_memory_bandwidth_bytes_per_clock_per_sm * H200.clock_hz)
+    assert cost.work(op) / wgmma_rate == pytest.approx(tensor_s + smem_s)
+
+
+def test_wgmma_overlaps_its_operand_reads_with_the_tensor_cores():
+    op = Mma("S=QK^T", 128, 128, 128)
+    cost = MmaCost(H200, "fp16", Pipeline(), 384, 2)
+    assert cost.work(op) == op.flops       # operand time (96 KB at 128 B/clk) < tensor time
+
+
+def test_a_compute_bound_fa2_kernel_slows_by_the_mma_sync_and_operand_cost():
+    problem = AttentionProblem(seq_q=4096, heads_q=16)
+    schedule = build_schedule(problem, H200, "fa2")
+    assert schedule.kernels[0].pipeline.mma_instruction == "mma_sync"
+    as_wgmma = replace(schedule, kernels=tuple(
+        replace(k, pipeline=replace(k.pipeline, mma_instruction="wgmma"))
+        for k in schedule.kernels))
+    t_sync = simulate(schedule, H200).time_s
+    t_wgmma = simulate(as_wgmma, H200).time_s
+    assert t_sync > 1.3 * t_wgmma
