@@ -14,7 +14,7 @@ from .roofline import Roofline, roofline
 MODELS = ("sim", "roofline")
 # the simulator's resource names, in the roofline's words
 BOUND_NAMES = {"dram": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor cores",
-               "exp": "exp units", "alu": "ALUs", "latency": "latency (no unit ≥ 70% busy)"}
+               "exp": "exp units", "alu": "ALUs"}
 
 
 @dataclass
@@ -135,6 +135,10 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
                     counters.alu_ops, dram_read + dram_write, counters.l2_bytes)
     if sim is not None:
         predicted, bound_by = sim.time_s, BOUND_NAMES.get(sim.bound_by, sim.bound_by)
+        if sim.bound_by == "latency":
+            busiest = max(sorted(sim.utilization), key=lambda r: sim.utilization[r])
+            # no unit is ≥ 70% busy: name the busiest one
+            bound_by = f"latency (busiest: {BOUND_NAMES[busiest]} {sim.utilization[busiest]:.0%})"
     else:
         predicted = roof.roofline_time_s + gpu.launch_overhead_s * len(schedule.kernels)
         bound_by = roof.bound
