@@ -125,13 +125,19 @@ def test_to_dict_has_the_documented_keys():
                                 "dram_write_flush", "l2_load_hit", "l2_load_miss"]
 
 
-def test_tensor_busy_time_is_the_flops_over_the_per_sm_rate():
+def test_tensor_busy_time_is_mma_sync_flops_plus_ldmatrix_operand_reads():
     schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
     r = simulate(schedule, H100, exact_below_events=0)
     flops = schedule.totals().mma_flops
-    # FA-2 runs mma.sync: busy time is counted against that instruction's rate
-    assert r.busy_s["tensor"] == pytest.approx(
-        flops / (H100.tensor_flops_per_s_per_sm("fp16") * H100.tensor_mma_sync_fraction))
+    # FA-2 runs mma.sync (at tensor_mma_sync_fraction of the dense rate) and its 4 warps split
+    # the 128 Q rows: per KV step, S = Q·Kᵀ reads Q (128×128) once and K (64×128) once per
+    # warp; O += P·V keeps P in registers and reads V (64×128) once per warp. 4 heads × 8 Q
+    # blocks × 16 KV blocks = 512 steps; the reads hold the same warps as the MMAs.
+    operand_bytes = 512 * (128 * 128 + 4 * 64 * 128 + 4 * 64 * 128) * 2
+    smem_bytes_per_s = H100.shared_memory_bandwidth_bytes_per_clock_per_sm * H100.clock_hz
+    expected = (flops / (H100.tensor_flops_per_s_per_sm("fp16") * H100.tensor_mma_sync_fraction)
+                + operand_bytes / smem_bytes_per_s)
+    assert r.busy_s["tensor"] == pytest.approx(expected)
     assert 0 < r.utilization["tensor"] <= 1
 
 

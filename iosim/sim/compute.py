@@ -92,6 +92,25 @@ class MmaCost:
 
 
 
+def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
+    """Seconds the SMs' tensor servers spend on the kernel's Mma ops, summed over SMs:
+    MmaCost.work (instruction-class rate and, for mma.sync, the ldmatrix operand reads that
+    hold the same warps) over the server's rate. This, not FLOPs at peak, is the tensor busy
+    time that utilization and the binding resource are judged by."""
+    from ..schedule import Loop, Mma
+
+    def work(program) -> float:
+        w = 0.0
+        for item in program:
+            if isinstance(item, Loop):
+                w += item.count * work(item.body)
+            elif isinstance(item, Mma):
+                w += cost.work(item)
+        return w
+    return sum(count * work(kernel.program(rep)) for rep, count in kernel.classes) \
+        / server_flops_per_s
+
+
 class SmUnits:
     """The three unit servers of one SM."""
 

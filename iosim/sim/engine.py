@@ -9,7 +9,7 @@ import simpy
 from ..algorithms.common import occupancy
 from ..errors import IosimError
 from ..schedule import program_totals
-from .compute import MmaCost, SmRates, SmUnits
+from .compute import MmaCost, SmRates, SmUnits, tensor_server_busy_s
 from .dispatch import SlotPicker
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program
@@ -107,7 +107,10 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         mem.flush()
         if spans:   # the flush belongs to no kernel's time; count its bytes with the last kernel
             spans[-1][3]["dram_write_bytes"] += mem.counters.dram_write_bytes - before_flush
-    kernels = [kernel_result(k, gpu, kernel_rates(gpu, dtype, k), s, e, occ, m)
+    kernels = [kernel_result(k, gpu, kernel_rates(gpu, dtype, k), s, e, occ, m,
+                             tensor_busy_s=tensor_server_busy_s(
+                                 k, kernel_mma_cost(gpu, schedule.problem, k),
+                                 rates.tensor_flops_per_s))
                for k, (s, e, occ, m) in zip(schedule.kernels, spans)]
     total = _counters_dict(mem.counters)
     model = {"l2_effective_fraction": l2_effective_fraction,

@@ -16,7 +16,7 @@ from math import ceil
 from ..algorithms.common import grid_index
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from .compute import SmRates
+from .compute import SmRates, tensor_server_busy_s
 from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .fluid import run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
@@ -296,8 +296,10 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
                                        lambda ki, cta=0: False)
-    kernels = [kernel_result(k, gpu, i["rates"], s, e, occ, m, i["totals"])
-               for k, (s, e, occ), m, i in zip(schedule.kernels, spans, mems, infos)]
+    kernels = [kernel_result(k, gpu, i["rates"], s, e, occ, m, i["totals"],
+                             tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
+               for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,
+                                                  characterizers)]
     total = {"dram_read_bytes": sum(m["dram_read_bytes"] for m in mems),
              "dram_write_bytes": sum(m["dram_write_bytes"] for m in mems),
              "dram_write_flush_bytes": flush_bytes,

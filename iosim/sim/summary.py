@@ -12,9 +12,11 @@ def unit_busy_s(totals, rates) -> dict:
 
 
 def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,
-                  totals=None) -> KernelResult:
+                  totals=None, tensor_busy_s: float | None = None) -> KernelResult:
     totals = totals if totals is not None else kernel.totals()
     busy = unit_busy_s(totals, rates)
+    if tensor_busy_s is not None:      # the tensor server's time, operand reads included
+        busy["tensor"] = tensor_busy_s
     dram_bytes = mem["dram_read_bytes"] + mem["dram_write_bytes"]
     busy["dram"] = dram_bytes / gpu.dram_bandwidth_bytes_per_s
     busy["l2"] = (totals.bytes_loaded + totals.bytes_stored) / gpu.l2_bandwidth_bytes_per_s
