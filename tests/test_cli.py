@@ -77,3 +77,9 @@ def test_same_input_gives_byte_identical_json():
     a = run("run", "--seq", "3000", "--causal", "--format", "json", "--model", "roofline").output
     b = run("run", "--seq", "3000", "--causal", "--format", "json", "--model", "roofline").output
     assert a == b
+
+
+def test_fa1_with_fewer_ctas_than_sms_is_reported_as_parallelism_bound():
+    # FA-1 runs one CTA per (batch, head): 32 CTAs cannot fill an H100's 132 SMs
+    r = run("run", "--algo", "fa1", "--seq", "2048", "--format", "json")
+    assert json.loads(r.output)["bound_by"] == "parallelism (32 CTAs of fa1_fwd for 132 SMs)"

@@ -136,9 +136,14 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     if sim is not None:
         predicted, bound_by = sim.time_s, BOUND_NAMES.get(sim.bound_by, sim.bound_by)
         if sim.bound_by == "latency":
+            longest = max(sim.kernels, key=lambda k: k.time_s)
             busiest = max(sorted(sim.utilization), key=lambda r: sim.utilization[r])
-            # no unit is ≥ 70% busy: name the busiest one
-            bound_by = f"latency (busiest: {BOUND_NAMES[busiest]} {sim.utilization[busiest]:.0%})"
+            if longest.num_ctas < gpu.sm_count:   # most SMs idle: too little parallel work
+                bound_by = (f"parallelism ({longest.num_ctas} CTAs of {longest.name} for "
+                            f"{gpu.sm_count} SMs)")
+            else:                                 # no unit is ≥ 70% busy: name the busiest
+                bound_by = (f"latency (busiest: {BOUND_NAMES[busiest]} "
+                            f"{sim.utilization[busiest]:.0%})")
     else:
         predicted = roof.roofline_time_s + gpu.launch_overhead_s * len(schedule.kernels)
         bound_by = roof.bound
