@@ -47,22 +47,6 @@ enum { N_S = 0, N_EXP = 1, N_PV = 2 };
 constexpr int XROWS = 16 * MT;                              // rows per row tile
 constexpr int XN = (WN > 1) ? (WN - 1) * WM * XROWS * (D + 2) : 1;
 
-__device__ __forceinline__ void load_tile(u32 dst, const u16* src, int rows, int valid, int tid) {
-    for (int c = tid; c < rows * CD; c += NT) {
-        int r = c / CD, ch = c % CD;
-        bool ok = r < valid;
-        cp_async16(dst + swz(r, ch, CD), ok ? (const void*)(src + (long long)r * D + ch * 8) : (const void*)src,
-                   ok ? 16u : 0u);
-    }
-}
-__device__ __forceinline__ void load_stat(u32 dst, const float* src, int valid, int tid) {
-    // one 4-byte cp.async per row (rows of a [B][H][N] fp32 tensor start 4-byte aligned only);
-    // rows past `valid` are zero-filled
-    for (int r = tid; r < BQ; r += NT) {
-        const bool ok = r < valid;
-        cp_async4(dst + 4 * r, ok ? (const void*)(src + r) : (const void*)src, ok ? 4u : 0u);
-    }
-}
 }  // namespace fa1f
 
 extern "C" __global__ void __launch_bounds__(fa1f::NT, 1)
@@ -113,9 +97,9 @@ fa1_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     for (int j = 0; j < n_kv; ++j) {
         const int c0 = j * BKV;
         const int rows_kv = min(BKV, Nkv - c0);
-        load_tile(s_k, k_g + (long long)c0 * D, BKV, rows_kv, tid);
+        load_tile<D, NT>(s_k, k_g + (long long)c0 * D, BKV, rows_kv, tid);
         tr.tile(EV_LOAD, T_K, b, hk, j, rows_kv * D * 2);
-        load_tile(s_v, v_g + (long long)c0 * D, BKV, rows_kv, tid);
+        load_tile<D, NT>(s_v, v_g + (long long)c0 * D, BKV, rows_kv, tid);
         tr.tile(EV_LOAD, T_V, b, hk, j, rows_kv * D * 2);
         cp_async_commit();
 
@@ -125,13 +109,13 @@ fa1_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 
         for (int i = i_first; i < n_q; ++i) {
             const int r0 = i * BQ, rows_q = min(BQ, Nq - r0);
-            load_tile(s_q, q_g + (long long)r0 * D, BQ, rows_q, tid);
+            load_tile<D, NT>(s_q, q_g + (long long)r0 * D, BQ, rows_q, tid);
             tr.tile(EV_LOAD, T_Q, b, h, i, rows_q * D * 2);
-            load_tile(s_o, o_g + (long long)r0 * D, BQ, rows_q, tid);
+            load_tile<D, NT>(s_o, o_g + (long long)r0 * D, BQ, rows_q, tid);
             tr.tile(EV_LOAD, T_O, b, h, i, rows_q * D * 2);
-            load_stat(s_l, l_g + r0, rows_q, tid);
+            load_rowstat<BQ, NT>(s_l, l_g + r0, rows_q, tid);
             tr.tile(EV_LOAD, T_L, b, h, i, rows_q * 4);
-            load_stat(s_m, m_g + r0, rows_q, tid);
+            load_rowstat<BQ, NT>(s_m, m_g + r0, rows_q, tid);
             tr.tile(EV_LOAD, T_M, b, h, i, rows_q * 4);
             cp_async_commit();
             cp_async_wait<0>();

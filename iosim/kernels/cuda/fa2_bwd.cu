@@ -53,23 +53,6 @@ constexpr u32 KV_BYTES = BKV * D * 2, Q_BYTES = BQ * D * 2, P_BYTES = BQ * BKV *
 // names (iosim/kernels/trace.py: NAMES["fa2_bwd"])
 enum { N_S = 0, N_P = 1, N_DV = 2, N_DP = 3, N_DK = 4, N_DQ = 5 };
 
-__device__ __forceinline__ void load_tile(u32 dst, const u16* src, int rows, int valid, int tid) {
-    for (int c = tid; c < rows * CD; c += NT) {
-        int r = c / CD, ch = c % CD;
-        bool ok = r < valid;
-        cp_async16(dst + swz(r, ch, CD), ok ? (const void*)(src + (long long)r * D + ch * 8) : (const void*)src,
-                   ok ? 16u : 0u);
-    }
-}
-// `valid` fp32 row statistics → shared memory (16-byte chunks, zero-filled past `valid`)
-__device__ __forceinline__ void load_rowstat(u32 dst, const float* src, int valid, int tid) {
-    // one 4-byte cp.async per row (rows of a [B][H][N] fp32 tensor start 4-byte aligned only);
-    // rows past `valid` are zero-filled
-    for (int r = tid; r < BQ; r += NT) {
-        const bool ok = r < valid;
-        cp_async4(dst + 4 * r, ok ? (const void*)(src + r) : (const void*)src, ok ? 4u : 0u);
-    }
-}
 
 // Warp-level GEMMs on swizzled shared-memory tiles. Per-lane ldmatrix offsets are computed
 // at the start of each call from an opaque copy of the lane id, so the compiler cannot hoist
@@ -225,22 +208,22 @@ fa2_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     float* dqa_g = dQacc + head_q * D;
 
     // K_j, V_j: loaded once, in the first cp.async group
-    load_tile(s_k, K + (((long long)b * Hkv + hk) * Nkv + c0) * D, BKV, rows_kv, tid);
+    load_tile<D, NT>(s_k, K + (((long long)b * Hkv + hk) * Nkv + c0) * D, BKV, rows_kv, tid);
     tr.tile(EV_LOAD, T_K, b, hk, j, rows_kv * D * 2);
-    load_tile(s_v, V + (((long long)b * Hkv + hk) * Nkv + c0) * D, BKV, rows_kv, tid);
+    load_tile<D, NT>(s_v, V + (((long long)b * Hkv + hk) * Nkv + c0) * D, BKV, rows_kv, tid);
     tr.tile(EV_LOAD, T_V, b, hk, j, rows_kv * D * 2);
 
     auto issue_q = [&](int i) {
         int st = (i - i_first) % STAGES;
         int valid = min(BQ, Nq - i * BQ);
         u32 base = s_ring + st * 2 * Q_BYTES;
-        load_tile(base, q_g + (long long)i * BQ * D, BQ, valid, tid);
+        load_tile<D, NT>(base, q_g + (long long)i * BQ * D, BQ, valid, tid);
         tr.tile(EV_LOAD, T_Q, b, h, i, valid * D * 2);
-        load_tile(base + Q_BYTES, do_g + (long long)i * BQ * D, BQ, valid, tid);
+        load_tile<D, NT>(base + Q_BYTES, do_g + (long long)i * BQ * D, BQ, valid, tid);
         tr.tile(EV_LOAD, T_DO, b, h, i, valid * D * 2);
-        load_rowstat(s_stat + (st * 2 + 0) * BQ * 4, lse_g + i * BQ, valid, tid);
+        load_rowstat<BQ, NT>(s_stat + (st * 2 + 0) * BQ * 4, lse_g + i * BQ, valid, tid);
         tr.tile(EV_LOAD, T_LSE, b, h, i, valid * 4);
-        load_rowstat(s_stat + (st * 2 + 1) * BQ * 4, d_g + i * BQ, valid, tid);
+        load_rowstat<BQ, NT>(s_stat + (st * 2 + 1) * BQ * 4, d_g + i * BQ, valid, tid);
         tr.tile(EV_LOAD, T_D, b, h, i, valid * 4);
     };
 #pragma unroll

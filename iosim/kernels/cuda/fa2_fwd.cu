@@ -45,16 +45,6 @@ static_assert(STAGES >= 1, "stages >= 1");
 // compute-phase names (iosim/kernels/trace.py: NAMES["fa2_fwd"])
 enum { N_S = 0, N_EXP = 1, N_PV = 2 };
 
-// rows × D tile at row r0 of a [N][D] matrix → swizzled shared memory; rows past `valid`
-// are zero-filled (no global read).
-__device__ __forceinline__ void load_tile(u32 dst, const u16* src, int rows, int valid, int tid) {
-    for (int c = tid; c < rows * CD; c += NT) {
-        int r = c / CD, ch = c % CD;
-        bool ok = r < valid;
-        cp_async16(dst + swz(r, ch, CD), ok ? (const void*)(src + (long long)r * D + ch * 8) : (const void*)src,
-                   ok ? 16u : 0u);
-    }
-}
 }  // namespace fa2f
 
 extern "C" __global__ void __launch_bounds__(fa2f::NT, 1)
@@ -88,15 +78,15 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     const u32 s_kv = s_q + Q_BYTES;               // stage s: K at s_kv + 2s·KV_BYTES, V after it
 
     // Q_i: issued with the first K/V group, waited for with it.
-    load_tile(s_q, q_g, BQ, rows_q, tid);
+    load_tile<D, NT>(s_q, q_g, BQ, rows_q, tid);
     tr.tile(EV_LOAD, T_Q, b, h, i, rows_q * D * 2);
 
     auto issue_kv = [&](int j) {
         int st = j % STAGES;
         int valid = min(BKV, Nkv - j * BKV);
-        load_tile(s_kv + (2 * st) * KV_BYTES, k_g + (long long)j * BKV * D, BKV, valid, tid);
+        load_tile<D, NT>(s_kv + (2 * st) * KV_BYTES, k_g + (long long)j * BKV * D, BKV, valid, tid);
         tr.tile(EV_LOAD, T_K, b, hk, j, valid * D * 2);
-        load_tile(s_kv + (2 * st + 1) * KV_BYTES, v_g + (long long)j * BKV * D, BKV, valid, tid);
+        load_tile<D, NT>(s_kv + (2 * st + 1) * KV_BYTES, v_g + (long long)j * BKV * D, BKV, valid, tid);
         tr.tile(EV_LOAD, T_V, b, hk, j, valid * D * 2);
     };
 #pragma unroll

@@ -108,6 +108,27 @@ __device__ __forceinline__ void cp_async4(u32 dst, const void* src, u32 src_byte
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// A rows × D tile of a row-major [N][D] 16-bit matrix → swizzled shared memory by 16-byte
+// cp.async, spread over NT threads; rows past `valid` are zero-filled (no global read).
+template <int D, int NT>
+__device__ __forceinline__ void load_tile(u32 dst, const u16* src, int rows, int valid, int tid) {
+    constexpr int CD = D / 8;
+    for (int c = tid; c < rows * CD; c += NT) {
+        int r = c / CD, ch = c % CD;
+        bool ok = r < valid;
+        cp_async16(dst + swz(r, ch, CD), ok ? (const void*)(src + (long long)r * D + ch * 8) : (const void*)src,
+                   ok ? 16u : 0u);
+    }
+}
+// ROWS fp32 row statistics → shared memory, one 4-byte cp.async per row (rows of a [B][H][N]
+// fp32 tensor start 4-byte aligned only); rows past `valid` are zero-filled
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_rowstat(u32 dst, const float* src, int valid, int tid) {
+    for (int r = tid; r < ROWS; r += NT) {
+        const bool ok = r < valid;
+        cp_async4(dst + 4 * r, ok ? (const void*)(src + r) : (const void*)src, ok ? 4u : 0u);
+    }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
