@@ -125,3 +125,12 @@ def test_a_tiling_too_big_for_shared_memory_is_refused_naming_one_that_fits():
     p = AttentionProblem(head_dim=256)
     with pytest.raises(IosimError, match=r"shared memory.*would fit"):
         build_schedule(p, H100, "fa2", block_q=256, block_kv=256, stages=4)
+
+
+def test_shared_memory_operand_reads_follow_the_mma_sync_warp_layout():
+    # 4 warps split the 128 Q rows: per KV step S = Q·Kᵀ reads Q (128×128) once and K
+    # (64×128) once per warp; O += P·V keeps P in registers and reads V once per warp.
+    # 4 heads × 8 Q blocks × 16 KV blocks = 512 steps, fp16.
+    from iosim.analysis.counters import count
+    c = count(build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2"))
+    assert c.smem_read_bytes_estimate == 512 * (128 * 128 + 4 * 64 * 128 + 4 * 64 * 128) * 2

@@ -6,14 +6,16 @@
 - dram (estimate): each tensor's bytes once per direction it moves (compulsory: perfect L2
   reuse within the schedule), capped by its tile traffic. A bound from below on a real GPU,
   labelled as an estimate; the simulator's L2 model replaces it.
-- smem reads (estimate): MMA operands read from shared memory, the B operand once per warp.
+- smem reads (estimate): MMA operands read from shared memory, by the layout the simulator
+  charges (iosim.sim.compute.mma_operand_bytes: ldmatrix per warp for mma.sync, once per
+  consumer warpgroup for wgmma).
 """
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..schedule import Mma, expand, Loop
+from ..schedule import Loop, Mma
+from ..sim.compute import mma_operand_bytes, operand_readers
 from .tensors import tensor_bytes
 
 DRAM_ESTIMATE_LABEL = "compulsory estimate (each tensor once; perfect L2 reuse)"
@@ -53,13 +55,13 @@ class Counters:
         return d
 
 
-def _smem_operand_bytes(program: tuple, warps: int, eb: int) -> int:
+def _smem_operand_bytes(program: tuple, sync: bool, readers: int, eb: int) -> int:
     total = 0
     for item in program:
         if isinstance(item, Loop):
-            total += item.count * _smem_operand_bytes(item.body, warps, eb)
+            total += item.count * _smem_operand_bytes(item.body, sync, readers, eb)
         elif isinstance(item, Mma):
-            total += (item.m * item.k + warps * item.k * item.n) * eb
+            total += mma_operand_bytes(item, sync, readers, eb)
     return total
 
 
@@ -75,9 +77,10 @@ def count(schedule) -> Counters:
         dram_write += traffic if size is None else min(size, traffic)
     smem_reads = 0
     for k in schedule.kernels:
-        warps = max(1, k.launch.threads_per_cta // 32)
+        sync, readers = operand_readers(k.pipeline, k.launch.threads_per_cta)
         for rep, n in k.classes:
-            smem_reads += n * _smem_operand_bytes(k.program(rep), warps, problem.elem_bytes)
+            smem_reads += n * _smem_operand_bytes(k.program(rep), sync, readers,
+                                                  problem.elem_bytes)
     return Counters(
         l2_to_smem_bytes=t.bytes_loaded,
         smem_to_l2_bytes=t.bytes_stored,

@@ -39,7 +39,7 @@ def measure(algorithm, impl, ncu, output, force, **fields):
     cfg = dict(id=f"{impl}-{algorithm}-{p.direction}-N{p.seq_q}-d{p.head_dim}", impl=impl,
                algorithm=algorithm, **p.to_dict())
     try:
-        import cupy  # noqa: F401
+        import cupy  # noqa: F401  (only: is a GPU stack here?)
     except ImportError:
         raise IosimError("measure needs cupy and an NVIDIA GPU") from None
     from . import sweep

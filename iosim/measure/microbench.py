@@ -162,7 +162,6 @@ def mma_sync_rate(mod, sm_count: int, iters: int = 4096) -> dict:
 
 
 def launch_overhead(mod, n: int = 2000) -> dict:
-    import cupy as cp
     k = mod.get_function("empty_kernel")
     ms = _time_ms(lambda: [k((1,), (32,), ()) for _ in range(n)], warmup=1, reps=5)
     return {"launch_overhead_s": ms * 1e-3 / n,

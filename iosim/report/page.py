@@ -9,7 +9,6 @@ Headless Chromium's --dump-dom shows it; tests/test_report_browser.py reads it.
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass, field
 
 from .. import __version__

@@ -34,6 +34,24 @@ MMA_SYNC_OPERANDS_OVERLAP = False
 A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
 
 
+def mma_operand_bytes(op, sync: bool, readers: int, elem_bytes: int) -> int:
+    """Shared-memory bytes a CTA reads for one Mma's operands (layout: MmaCost's docstring).
+    readers: the CTA's warps for mma.sync, its consumer warpgroups for wgmma."""
+    if not sync:
+        return (op.m * op.k + readers * op.k * op.n) * elem_bytes
+    wm = max(1, min(readers, op.m // 16))
+    wn = max(1, readers // wm)
+    a = 0 if op.name in A_FROM_REGISTERS else wn * op.m * op.k
+    return (a + wm * op.k * op.n) * elem_bytes
+
+
+def operand_readers(pipeline, threads_per_cta: int) -> tuple:
+    """(sync, readers) of a kernel: mma.sync warps, or wgmma consumer warpgroups."""
+    sync = getattr(pipeline, "mma_instruction", "wgmma") == "mma_sync"
+    return sync, (max(1, threads_per_cta // 32) if sync
+                  else max(1, pipeline.consumer_warpgroups))
+
+
 class MmaCost:
     """What an Mma op costs on its SM's tensor server, whose rate is the wgmma rate: the
     op's work in wgmma-FLOP equivalents.
@@ -58,11 +76,9 @@ class MmaCost:
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
         instr = getattr(pipeline, "mma_instruction", "wgmma")
-        self.sync = instr == "mma_sync"
+        self.sync, self.readers = operand_readers(pipeline, threads_per_cta)
         wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
         self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
-        self.readers = (max(1, threads_per_cta // 32) if self.sync       # warps
-                        else max(1, pipeline.consumer_warpgroups))
         self.elem_bytes = elem_bytes
         smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
         self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
@@ -70,12 +86,7 @@ class MmaCost:
 
     def operand_bytes(self, op) -> int:
         """Shared-memory bytes the CTA reads for one Mma's operands."""
-        if not self.sync:
-            return (op.m * op.k + self.readers * op.k * op.n) * self.elem_bytes
-        wm = max(1, min(self.readers, op.m // 16))
-        wn = max(1, self.readers // wm)
-        a = 0 if op.name in A_FROM_REGISTERS else wn * op.m * op.k
-        return (a + wm * op.k * op.n) * self.elem_bytes
+        return mma_operand_bytes(op, self.sync, self.readers, self.elem_bytes)
 
     def work(self, op) -> float:
         key = (op.name, op.m, op.n, op.k)

@@ -64,7 +64,9 @@ class KernelClasses:
         self.programs = [kernel.program(rep) for rep in self.reps]
 
     @staticmethod
-    def _by_coordinates(kernel):
+    def _varying_dims(kernel) -> tuple:
+        """Grid dimensions along which the class representatives differ, and the number of
+        CTAs per class along the other dimensions."""
         grid = kernel.launch.grid
         coords = [grid_index(rep, grid) for rep, _c in kernel.classes]
         varying = tuple(d for d in range(3) if len({c[d] for c in coords}) > 1)
@@ -72,20 +74,20 @@ class KernelClasses:
         for d in range(3):
             if d not in varying:
                 others *= grid[d]
+        return grid, varying, others
+
+    @classmethod
+    def _by_coordinates(cls, kernel):
+        _grid, varying, others = cls._varying_dims(kernel)
+
         def key(c):
             return tuple(c[d] for d in varying)
         key.dims = varying
         return key, (lambda k: others)
 
-    @staticmethod
-    def _by_edges(kernel):
-        grid = kernel.launch.grid
-        coords = [grid_index(rep, grid) for rep, _c in kernel.classes]
-        varying = tuple(d for d in range(3) if len({c[d] for c in coords}) > 1)
-        others = 1
-        for d in range(3):
-            if d not in varying:
-                others *= grid[d]
+    @classmethod
+    def _by_edges(cls, kernel):
+        grid, varying, others = cls._varying_dims(kernel)
 
         def count(k):
             n = others

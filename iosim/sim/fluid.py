@@ -91,7 +91,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
 
     def set_rate(cta: int, st) -> None:
         """Switch the CTA's current segment to the SM's residency; reschedule its finish."""
-        cls, seg = st[_CLS], st[_SEG]
+        seg = st[_SEG]
         b_l2, b_dram = seg_bytes(st)
         if st[_D] > 0.0:
             advance(st)

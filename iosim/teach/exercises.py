@@ -25,7 +25,7 @@ def problem_args(ctx, problem=None) -> str:
 
 
 def facts(ctx) -> dict:
-    p, N, d, eb = ctx.problem, ctx.N, ctx.d, ctx.eb
+    p, N, d = ctx.problem, ctx.N, ctx.d
     out = []
     # 1. ridge point against standard attention's intensity
     std = ctx.analysis("standard")

@@ -6,7 +6,7 @@ import html as _html
 from pathlib import Path
 
 from ..errors import IosimError
-from .lesson import build_lesson, preamble
+from .lesson import preamble
 
 SLIDER_NS = (512, 1024, 2048, 4096, 8192, 16384)
 

@@ -2,7 +2,6 @@
 Θ(N²d²/M), with the fa1 and fa2 schedules' counted bytes beside the formulas."""
 from __future__ import annotations
 
-import math
 
 from ..algorithms.common import ceil_div, kv_segments
 from ..analysis.bounds import fa1_block_sizes
