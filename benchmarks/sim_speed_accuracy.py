@@ -47,6 +47,20 @@ def headline(runs: int = 5) -> None:
           f"({', '.join(f'{w:.2f}' for w in walls)}); predicted {out}")
 
 
+BIG = ("import resource, time; t0 = time.perf_counter(); "
+       "from iosim import AttentionProblem, build_schedule; from iosim.sim import simulate; "
+       "r = simulate(build_schedule(AttentionProblem(seq_q=1048576), 'h100', 'fa2'), 'h100'); "
+       "print(f'{time.perf_counter() - t0:.1f} s wall, peak RSS "
+       "{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, predicted {r.time_s:.4g} s')")
+
+
+def big() -> None:
+    """N = 1,048,576 (fa2, h100, 32 heads): wall time and peak memory of one whole process."""
+    out = subprocess.run([sys.executable, "-c", BIG], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    print(f"# N = 1,048,576 (fa2, h100, 32 heads, fast mode, whole process): {out}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seqs", default="256,512,1024,2048,4096")
@@ -54,7 +68,13 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--no-headline", action="store_true", help="skip the 5 whole-process runs")
+    ap.add_argument("--only-scale", action="store_true",
+                    help="only the headline and the N = 1,048,576 run (no sweep)")
     args = ap.parse_args(argv)
+    if args.only_scale:
+        headline()
+        big()
+        return 0
     gpu = load_gpu(args.gpu)
     seqs = [int(s) for s in args.seqs.split(",")]
     algos = args.algos.split(",")
@@ -114,6 +134,7 @@ def main(argv=None) -> int:
           f"aggregated {walls[2]:.1f} s")
     if not args.no_headline:
         headline()
+        big()
     return 0
 
 
