@@ -88,9 +88,11 @@ class Characterizer:
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
+        miss_items, l2_queue_position = miss
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(gpu.dram_bandwidth_bytes_per_s),
-                             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss))
+                             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
+                             l2_queue_position)
         ctxs = [CtaContext(env, units, mem, self.pipe, self.mma) for _ in range(k)]
         ends = [0.0] * k
 

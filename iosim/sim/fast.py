@@ -20,6 +20,7 @@ from .compute import SmRates, tensor_server_busy_s
 from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .fluid import run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
+from .pipeline import tile_key
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
@@ -129,8 +130,66 @@ def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
     return l2, dram, wait
 
 
+def _first_loads(items, env: dict) -> list:
+    """The loads a program issues before its first compute op, descending into the first
+    iteration of each loop on the way (loop variables bound in env)."""
+    out = []
+    for item in items:
+        if item.kind == "loop":
+            if item.count < 1:
+                continue
+            env[item.var] = item.start
+            inner = _first_loads(item.body, env)
+            out.extend(inner[0])
+            if inner[1]:
+                return out, True
+        elif item.kind == "load":
+            out.append(tile_key(item, env) + (item.bytes,))
+        elif item.kind in ("mma", "exp", "alu", "store"):
+            return out, True
+    return out, False
+
+
+def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> dict:
+    """The first loads of each CTA of a kernel's first wave, which queue together on the
+    L2 and DRAM servers (fluid.run_kernel): cta → (after_burst, tiles). When the program
+    starts with plain ops (the burst, reserved already), the tiles are the first iteration's
+    loads of the loop after them, issued when the burst segment is done (after_burst =
+    True); when it starts with a loop, the loads of its first iteration before its first
+    compute op, issued at dispatch. tiles: ((tile key, bytes, fraction of the bytes a first
+    reader fetches from DRAM, expected DRAM wait the profiles already charge in units of
+    dram_latency_s), ...). A tile no earlier kernel touched is fetched by its first reader;
+    one an earlier kernel touched may still be in L2 (the replay's miss ratio)."""
+    out = {}
+    for cta in range(group):
+        segs = split_segments(kernel.program(cta))
+        after_burst = segs[0][0].kind != "loop"
+        if after_burst and (len(segs) < 2 or segs[1][0].kind != "loop"):
+            continue
+        loop = segs[1][0] if after_burst else segs[0][0]
+        loads, _ = _first_loads((loop,), {})
+        tiles = tuple((key[:-1], key[-1],
+                       miss.get(key[0], (1.0, 1.0))[0] if key[0] in warm_tensors else 1.0,
+                       min(1.0, miss.get(key[0], (0.0, 0.0))[1]))
+                      for key in loads)
+        if tiles:
+            out[cta] = (after_burst, tiles)
+    return out
+
+
+def _tensors(program) -> set:
+    return {op.tensor for op in _memory_ops(program)}
+
+
+def tail_wave_start(num_ctas: int, slots: int):
+    """The first CTA of a kernel's last, partial wave (None: no such wave)."""
+    full = (num_ctas // slots) * slots
+    return full if num_ctas > slots and full < num_ctas else None
+
+
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
-                  limits=None):
+                  limits=None, cold_start: bool = False, first_loads_queue: bool = True,
+                  tail_miss=None, l2_queue=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
     the CTAs launched after them)."""
@@ -138,37 +197,60 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans, marks = [], []
     t = 0.0
+    l2_queue = l2_queue or [0.0] * len(schedule.kernels)
+    touched: set = set()        # tensors earlier kernels loaded or stored
     for ki, (kernel, info) in enumerate(zip(schedule.kernels, infos)):
         if ki:
             t += gpu.launch_overhead_s
         classes, occ = info["classes"], info["occ"]
         ch = characterizers[ki]
-        miss_key = tuple(sorted(miss[ki].items()))
-        shapes = info["shapes"]
+        miss_key = (tuple(sorted(miss[ki].items())), l2_queue[ki])
+        # the last partial wave may find its tiles in L2 already (an earlier wave fetched
+        # them): its CTAs are classes of their own, with the replay's figures for them
+        cohorts = [(miss[ki], miss_key)]
+        tail_start = tail_wave_start(kernel.num_ctas, occ * gpu.sm_count)
+        if tail_miss is not None and tail_miss[ki] is not None and tail_start is not None:
+            cohorts.append((tail_miss[ki], (tuple(sorted(tail_miss[ki].items())), l2_queue[ki])))
+        n_cls = len(classes.programs)
+        programs = list(classes.programs) * len(cohorts)
+        shapes = info["shapes"] * len(cohorts)
         seg_l2, seg_dram, seg_wait, bytes_by_shape = [], [], [], {}
-        for p, shape in zip(classes.programs, shapes):
-            ab = bytes_by_shape.get(shape)
+        for i, (p, shape) in enumerate(zip(programs, shapes)):
+            c_miss = cohorts[i // n_cls][0]
+            ab = bytes_by_shape.get((shape, i // n_cls))
             if ab is None:
-                ab = bytes_by_shape[shape] = segment_bytes(p, miss[ki], dram_scale[ki])
+                ab = bytes_by_shape[shape, i // n_cls] = segment_bytes(p, c_miss, dram_scale[ki])
             seg_l2.append(ab[0])
             seg_dram.append(ab[1])
             seg_wait.append(ab[2])
         # the first wave's first segments all queue at once: how long until the last has data
         group = min(kernel.num_ctas, occ * gpu.sm_count)
-        mean_l2 = sum(b[0] for b in seg_l2) / len(seg_l2)
-        mean_dram = sum(b[0] for b in seg_dram) / len(seg_dram)
+        mean_l2 = sum(b[0] for b in seg_l2[:n_cls]) / n_cls
+        mean_dram = sum(b[0] for b in seg_dram[:n_cls]) / n_cls
         span = group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
                            mean_dram / gpu.dram_bandwidth_bytes_per_s)
         by_shape: dict = {}          # classes of one shape share their profiles
         seg_profiles = []
-        for p, shape in zip(classes.programs, shapes):
-            prof = by_shape.get(shape)
+        for i, (p, shape) in enumerate(zip(programs, shapes)):
+            c_key = cohorts[i // n_cls][1]
+            prof = by_shape.get((shape, c_key))
             if prof is None:
-                prof = by_shape[shape] = [ch.segment_profiles(p, k, miss_key, span)
-                                          for k in range(1, occ + 1)]
+                prof = by_shape[shape, c_key] = [ch.segment_profiles(p, k, c_key, span)
+                                                 for k in range(1, occ + 1)]
             seg_profiles.append(prof)
-        burst_first = [bool(p) and p[0].kind != "loop" for p in classes.programs]
-        busy = info["busy"]
+        if len(cohorts) > 1:
+            def class_of(cta, _c=classes, _n=n_cls, _t=tail_start):
+                return _c(cta) + (_n if cta >= _t else 0)
+        else:
+            class_of = classes
+        burst_first = [bool(p) and p[0].kind != "loop" for p in programs]
+        prologues = (first_wave_prologues(kernel, group, miss[ki],
+                                          set() if cold_start else touched)
+                     if first_loads_queue else None)
+        if not cold_start:
+            for p in classes.programs:
+                touched |= _tensors(p)
+        busy = info["busy"] * len(cohorts)
         kmarks = {} if keep_marks(ki) else None
 
         rows = [None] * kernel.num_ctas     # the timeline lists CTAs in launch order
@@ -178,11 +260,12 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
             if _marks is not None and keep_marks(_ki, cta):
                 _marks[cta] = (s, tuple(seg_ends))
 
-        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], classes, seg_profiles,
+        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], class_of, seg_profiles,
                          seg_l2, seg_dram, seg_wait, occ,
                          gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
                          gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first,
-                         kmarks is not None)
+                         kmarks is not None, prologues,
+                         (gpu.l2_latency_s, gpu.dram_latency_s))
         timeline.extend_in_order([r for r in rows if r is not None])
         spans.append((t, end, occ))
         marks.append(kmarks)
@@ -209,14 +292,16 @@ class SamplingPlan:
         return cta < self.limits[ki]
 
 
-def _l2_sample(schedule, plan: SamplingPlan, marks):
+def _l2_sample(schedule, plan: SamplingPlan, marks, tail_starts):
     sampler = AccessSampler(plan.ratio)
     for ki, k in enumerate(schedule.kernels):
         stages = max(1, k.pipeline.stages)
         kmarks = marks[ki]
+        tail = tail_starts[ki] if tail_starts[ki] is not None else k.num_ctas
         for cta in range(plan.limits[ki]):
             start_s, seg_ends = kmarks[cta]
-            sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages)
+            sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages,
+                        int(cta >= tail))
     return sampler.out, {"l2_set_sampling_ratio": plan.ratio,
                          "l2_sampled_accesses": len(sampler.out),
                          "l2_simulated_ctas": list(plan.limits)}
@@ -224,8 +309,10 @@ def _l2_sample(schedule, plan: SamplingPlan, marks):
 
 def _scale(infos, per, flush):
     """Scale the sampled L2 counts to every access of every kernel: per-kernel miss figures
-    for the dispatch, DRAM store ratios, per-kernel memory counters, final flush bytes."""
-    miss, dram_scale, mems = [], [], []
+    for the dispatch (all CTAs; the last partial wave's CTAs, None where none was sampled),
+    DRAM store ratios, per-kernel memory counters, final flush bytes."""
+    miss, tail_miss, dram_scale, mems = [], [], [], []
+    l2_queue = [p["l2_queue_position"] for p in per]
     total_store = sum(i["totals"].bytes_stored for i in infos)
     sampled_store = sum(p["store"] for p in per)
     for info, p in zip(infos, per):
@@ -241,6 +328,10 @@ def _scale(infos, per, flush):
         read = miss_bytes + p["reduce_read"] * store_scale
         write = p["writeback"] * store_scale
         miss.append({t: (ratios[t], waits[t]) for t in tot.load_bytes})
+        tail = p["tail"]
+        tail_miss.append({t: ((tail["miss"][t] / tail["load"][t], tail["wait"][t] / tail["loads"][t])
+                              if tail["load"].get(t) else miss[-1][t]) for t in tot.load_bytes}
+                         if tail["load"] else None)
         dram_scale.append((p["writeback"] + p["reduce_read"]) / p["store"] if p["store"] else 0.0)
         mems.append({"dram_read_bytes": read, "dram_write_bytes": write,
                      "load_miss_bytes": miss_bytes,
@@ -248,7 +339,7 @@ def _scale(infos, per, flush):
     flush_bytes = flush * (total_store / sampled_store) if sampled_store else 0.0
     if mems:
         mems[-1]["dram_write_bytes"] += flush_bytes
-    return miss, dram_scale, mems, flush_bytes
+    return miss, tail_miss, dram_scale, mems, flush_bytes, l2_queue
 
 
 def _memory_ops(items):
@@ -284,20 +375,26 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
 
     # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
     timeline, spans, marks = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
-                                           [0.0] * n_k, characterizers, plan, plan.limits)
-    accesses, sampling = _l2_sample(schedule, plan, marks)
+                                           [0.0] * n_k, characterizers, plan, plan.limits,
+                                           first_loads_queue=False)
+    tail_starts = [tail_wave_start(k.num_ctas, i["occ"] * gpu.sm_count)
+                   for k, i in zip(schedule.kernels, infos)]
+    accesses, sampling = _l2_sample(schedule, plan, marks, tail_starts)
     del marks
     by_protocol = {}
     for protocol in dict.fromkeys((l2_protocol, time_protocol)):
-        per, flush = replay(accesses, capacity / plan.ratio, n_k, gpu.dram_latency_s, protocol)
+        per, flush = replay(accesses, capacity / plan.ratio, n_k, gpu.dram_latency_s, protocol,
+                            gpu.dram_bandwidth_bytes_per_s)
         by_protocol[protocol] = _scale(infos, per, flush)
     del accesses
-    _, _, mems, flush_bytes = by_protocol[l2_protocol]
-    miss, dram_scale, _, _ = by_protocol[time_protocol]
+    _, _, _, mems, flush_bytes, _ = by_protocol[l2_protocol]
+    miss, tail_miss, dram_scale, _, _, l2_queue = by_protocol[time_protocol]
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
-                                       lambda ki, cta=0: False)
+                                       lambda ki, cta=0: False,
+                                       cold_start=time_protocol == "ncu", tail_miss=tail_miss,
+                                       l2_queue=l2_queue)
     kernels = [kernel_result(k, gpu, i["rates"], s, e, occ, m, i["totals"],
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,

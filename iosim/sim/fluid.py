@@ -37,13 +37,16 @@ TIE = 1e-12   # completions within this relative virtual time are simultaneous
 def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: int,
                sm_count: int,
                l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
-               burst_first, want_marks: bool = True):
+               burst_first, want_marks: bool = True, prologues=None,
+               latencies_s=(0.0, 0.0)):
     """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
     of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes; seg_wait[c][s]: the
     fraction of its load bytes that wait for DRAM (a hit does not queue behind the
     write-backs a burst reserved). Calls
     emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
-    class c's first segment is a burst of plain ops. Returns the end time."""
+    class c's first segment is a burst of plain ops. prologues[cta]: the tiles a first-wave
+    CTA loads next, as soon as its burst segment is done (fast.first_wave_prologues);
+    latencies_s: (L2, DRAM). Returns the end time."""
     # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
     # matter only when many CTAs are in the same phase at once, i.e. in a burst)
     merged_prof = [[[tuple(sum(v[i] for v in segs) for i in range(5))] for segs in by_k]
@@ -121,7 +124,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
     def dispatch() -> set:
         nonlocal next_cta
         touched = set()
-        group = []
+        group, ctas = [], []
         while next_cta < n:
             sm = picker.pick()
             if sm is None:
@@ -135,6 +138,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
             residents[sm].append(cta)
             touched.add(sm)
             group.append(st)
+            ctas.append(cta)
         # dispatched together, or while an earlier burst is still queued: their first loads
         # queue in FIFO order (behind that burst)
         if len(group) > 1 or (group and (l2_burst.free_s > t_now or dram_burst.free_s > t_now)):
@@ -146,7 +150,44 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
                                                    - t_now))
                     st[_BURST], st[_EXTRA], st[_ACC][0] = True, wait, wait
                     st[_PROF], st[_L2], st[_DRAM] = seg_profiles[cls], seg_l2[cls], seg_dram[cls]
+            if prologues:
+                prologue_waits(group, ctas)
         return touched
+
+    def prologue_waits(group, ctas) -> None:
+        """A first-wave CTA's first loop loads (fast.first_wave_prologues) queue behind
+        everything reserved before them: issued at dispatch when the program starts with
+        the loop, else when its burst segment is done. A tile's first reader in the group
+        fetches it from DRAM, later readers wait for that fetch (a hit on a line in flight).
+        The delay beyond what the loop's profile charges is added to the first segment."""
+        dram_lat = latencies_s[1]
+        fetched = {}                 # tile → when its DRAM fetch completes
+        for cta, st in zip(ctas, group):
+            entry = prologues.get(cta)
+            if entry is None:
+                continue
+            after_burst, tiles = entry
+            if after_burst:
+                if not st[_BURST]:
+                    continue
+                k = len(residents[st[_SM]])
+                issue = t_now + st[_EXTRA] + seg_profiles[st[_CLS]][k - 1][0][0]
+            else:
+                issue = t_now
+            nbytes = sum(b for _key, b, _f, _w in tiles)
+            ready = l2_burst.reserve(issue, nbytes)[1]
+            modelled = issue + nbytes / l2_burst.rate      # the profile's own transfer ...
+            for key, b, fetch, wait in tiles:
+                modelled = max(modelled, issue + wait * dram_lat)   # ... and expected DRAM wait
+                done = fetched.get(key)
+                if done is None:
+                    if fetch <= 0.0:
+                        continue
+                    done = fetched[key] = dram_burst.reserve(issue, fetch * b)[1] + dram_lat
+                ready = max(ready, done)
+            extra = max(0.0, ready - modelled)
+            st[_EXTRA] += extra
+            st[_ACC][0] += extra
 
     def refresh(sms) -> None:
         for sm in sorted(sms):

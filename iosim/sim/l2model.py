@@ -59,17 +59,19 @@ class AccessSampler:
         self.ratio = ratio
         self.salt = _Salt()
         self.ticks_memo: dict = {}
-        self.out: list = []        # (time_s, serial, kernel, key, bytes, op) op: 0 load 1 store 2 reduce
-        self.serial = 0
+        self.out: list = []        # (time_s, serial, kernel, key, bytes, op, cohort)
+        self.serial = 0            # op: 0 load 1 store 2 reduce; cohort: 1 = last partial wave
 
     def sampled(self, key: tuple) -> bool:
         if self.ratio == 1:
             return True
         return (key[-1] + self.salt[key[:-1]]) % self.ratio == 0
 
-    def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int) -> None:
+    def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
+            cohort: int = 0) -> None:
         """Place one CTA's accesses: segment s runs from the end of segment s−1 (or start_s)
         to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops."""
+        self.cohort = cohort
         t0 = start_s
         for seg, t1 in zip(segments, seg_ends):
             ticks = _ticks(seg, self.ticks_memo)
@@ -78,7 +80,7 @@ class AccessSampler:
 
     def _emit(self, t: float, ki: int, key, op) -> None:
         code = 0 if op.kind == "load" else (2 if op.reduce else 1)
-        self.out.append((t, self.serial, ki, key, op.bytes, code))
+        self.out.append((t, self.serial, ki, key, op.bytes, code, self.cohort))
         self.serial += 1
 
     def _walk(self, ki, items, pos, env, t0, dt, stages):
@@ -116,11 +118,11 @@ class AccessSampler:
                     nbytes = op.bytes
                     base = t0 + dt * (pos + idx)
                     step = dt * body_ticks
-                    serial = self.serial
+                    serial, cohort = self.serial, self.cohort
                     for v in range(first, start + count, R):
                         j = v - start - lead
                         out.append((base + step * (j if j > 0 else 0), serial, ki, head + (v,),
-                                    nbytes, code))
+                                    nbytes, code, cohort))
                         serial += 1
                     self.serial = serial
                 else:
@@ -137,10 +139,11 @@ class AccessSampler:
 
 
 def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float,
-           protocol: str = "warm"):
+           protocol: str = "warm", dram_bandwidth_bytes_per_s: float = float("inf")):
     """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
     load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
     dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving),
+    the same load figures for the last partial wave's CTAs alone under "tail",
     and the dirty bytes left at the end (the final flush; 0 under the "ncu" protocol, where
     every kernel starts with an invalidated L2 and what stays dirty is counted by nobody)."""
     accesses.sort()      # by (time, serial): serials are unique, so nothing else is compared
@@ -151,9 +154,10 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
     used = 0
     current = 0
     per = [{"load": {}, "miss": {}, "loads": {}, "wait": {}, "store": 0, "writeback": 0,
-             "reduce_read": 0}
+             "reduce_read": 0, "tail": {"load": {}, "miss": {}, "loads": {}, "wait": {}},
+             "groups": []}
            for _ in range(n_kernels)]
-    for t, _s, ki, key, nbytes, code in accesses:
+    for t, _s, ki, key, nbytes, code, cohort in accesses:
         if ncu and ki != current:            # profiler: write back + invalidate, unmeasured
             lines.clear()
             used = 0
@@ -162,16 +166,28 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
         entry = lines.get(key)
         if code == 0:
             tensor = key[0]
-            k["load"][tensor] = k["load"].get(tensor, 0) + nbytes
-            k["loads"][tensor] = k["loads"].get(tensor, 0) + 1
             if entry is not None:
                 lines.move_to_end(key)
-                if entry[2] > t:              # the line is still on its way from DRAM
-                    k["wait"][tensor] = k["wait"].get(tensor, 0.0) + (entry[2] - t) / dram_latency_s
+                # a hit waits only if the line is still on its way from DRAM; then it joins
+                # the group of loads that the line's arrival releases together
+                miss, wait = 0, 0.0
+                if entry[2] > t:
+                    wait = (entry[2] - t) / (nbytes / dram_bandwidth_bytes_per_s + dram_latency_s)
+                    if len(entry) > 3:
+                        entry[3][0] += 1
+            else:
+                miss, wait = nbytes, 1.0
+                group = [1]
+                k["groups"].append(group)
+                lines[key] = [nbytes, False,
+                              t + nbytes / dram_bandwidth_bytes_per_s + dram_latency_s, group]
+            for acc in ((k, k["tail"]) if cohort else (k,)):
+                acc["load"][tensor] = acc["load"].get(tensor, 0) + nbytes
+                acc["loads"][tensor] = acc["loads"].get(tensor, 0) + 1
+                acc["miss"][tensor] = acc["miss"].get(tensor, 0) + miss
+                acc["wait"][tensor] = acc["wait"].get(tensor, 0.0) + wait
+            if entry is not None:
                 continue
-            k["miss"][tensor] = k["miss"].get(tensor, 0) + nbytes
-            k["wait"][tensor] = k["wait"].get(tensor, 0.0) + 1.0
-            lines[key] = [nbytes, False, t + dram_latency_s]
         else:
             k["store"] += nbytes
             if entry is not None:
@@ -185,9 +201,15 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
             lines[key] = [nbytes, True, t]
         used += nbytes
         while used > capacity_bytes and len(lines) > 1:
-            _, (b, d, _r) = lines.popitem(last=False)
+            _, (b, d, *_r) = lines.popitem(last=False)
             used -= b
             if d:
                 k["writeback"] += b
     flush = 0 if ncu else sum(e[0] for e in lines.values() if e[1])
+    for k in per:
+        loads = sum(k["loads"].values())
+        # CTAs released together by one line's arrival issue their next loads together: a
+        # load's expected place in that burst, in loads of the same CTA's size ahead of it
+        k["l2_queue_position"] = (sum(g * (g - 1) / 2 for (g,) in k.pop("groups")) / loads
+                                  if loads else 0.0)
     return per, flush

@@ -185,21 +185,23 @@ class ExpectedMemory:
     to the one simulated SM; contention between SMs is the macro simulation's business."""
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
-                 dram_latency_s: float, miss_probability: dict):
+                 dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0):
         self.l2_server, self.dram_server = l2_server, dram_server
+        self.l2_queue_factor = 1.0 + l2_queue_position
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.miss_probability = miss_probability
 
     def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)
         p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
-        line_ready_s = now_s
-        if p_bytes > 0.0:
-            _, dram_done_s = self.dram_server.reserve(now_s, p_bytes * nbytes)
-            line_ready_s = dram_done_s
-        line_ready_s += p_latency * self.dram_latency_s
+        # a miss waits for the tile's transfer and the DRAM latency; a hit on a line in
+        # flight waits for what is left of that fetch: p_latency is the expected fraction
+        wait_s = p_latency * (nbytes / self.dram_server.rate + self.dram_latency_s)
+        if p_bytes > 0.0:           # DRAM bandwidth: queued behind this SM's earlier misses
+            wait_s += self.dram_server.reserve(now_s, p_bytes * nbytes)[0] - now_s
+        line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)
         return l2_done_s
