@@ -153,25 +153,36 @@ def _first_loads(items, env: dict) -> list:
 def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> dict:
     """The first loads of each CTA of a kernel's first wave, which queue together on the
     L2 and DRAM servers (fluid.run_kernel): cta → (after_burst, tiles). When the program
-    starts with plain ops (the burst, reserved already), the tiles are the first iteration's
-    loads of the loop after them, issued when the burst segment is done (after_burst =
-    True); when it starts with a loop, the loads of its first iteration before its first
+    starts with plain ops (the burst, reserved already), the tiles are the loads the loop
+    after them issues at its start, as soon as the burst segment is done (after_burst =
+    True): its first `stages` iterations (the buffered prologue, or a warp-specialized
+    ring); when it starts with a loop, the loads of its first iteration before its first
     compute op, issued at dispatch. tiles: ((tile key, bytes, fraction of the bytes a first
-    reader fetches from DRAM, expected DRAM wait the profiles already charge in units of
-    dram_latency_s), ...). A tile no earlier kernel touched is fetched by its first reader;
-    one an earlier kernel touched may still be in L2 (the replay's miss ratio)."""
+    reader fetches from DRAM, expected DRAM wait the profiles already charge in units of a
+    tile fetch, whether the CTA waits for it before computing), ...). A tile no earlier
+    kernel touched is fetched by its first reader; one an earlier kernel touched may still be
+    in L2 (the replay's miss ratio)."""
     out = {}
+    ahead = max(1, kernel.pipeline.stages)
+
+    def tile(key, nbytes, waited):
+        tensor = key[0]
+        return (key, nbytes,
+                miss.get(tensor, (1.0, 1.0))[0] if tensor in warm_tensors else 1.0,
+                min(1.0, miss.get(tensor, (0.0, 0.0))[1]), waited)
+
     for cta in range(group):
         segs = split_segments(kernel.program(cta))
         after_burst = segs[0][0].kind != "loop"
         if after_burst and (len(segs) < 2 or segs[1][0].kind != "loop"):
             continue
         loop = segs[1][0] if after_burst else segs[0][0]
-        loads, _ = _first_loads((loop,), {})
-        tiles = tuple((key[:-1], key[-1],
-                       miss.get(key[0], (1.0, 1.0))[0] if key[0] in warm_tensors else 1.0,
-                       min(1.0, miss.get(key[0], (0.0, 0.0))[1]))
-                      for key in loads)
+        if any(i.kind == "loop" for i in loop.body):          # a nest: first iteration's loads
+            tiles = tuple(tile(key[:-1], key[-1], True) for key in _first_loads((loop,), {})[0])
+        else:
+            loads = [i for i in loop.body if i.kind == "load"]
+            tiles = tuple(tile(tile_key(ld, {loop.var: loop.start + j}), ld.bytes, j == 0)
+                          for j in range(min(ahead, loop.count)) for ld in loads)
         if tiles:
             out[cta] = (after_burst, tiles)
     return out

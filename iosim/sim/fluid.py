@@ -174,17 +174,20 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
                 issue = t_now + st[_EXTRA] + seg_profiles[st[_CLS]][k - 1][0][0]
             else:
                 issue = t_now
-            nbytes = sum(b for _key, b, _f, _w in tiles)
+            waited = [t for t in tiles if t[4]]
+            nbytes = sum(t[1] for t in waited)
             ready = l2_burst.reserve(issue, nbytes)[1]
             modelled = issue + nbytes / l2_burst.rate      # the profile's own transfer ...
-            for key, b, fetch, wait in tiles:
-                modelled = max(modelled, issue + wait * dram_lat)   # ... and expected DRAM wait
+            l2_burst.reserve(issue, sum(t[1] for t in tiles if not t[4]))  # the rest: no wait
+            for key, b, fetch, wait, must_wait in tiles:
                 done = fetched.get(key)
-                if done is None:
-                    if fetch <= 0.0:
-                        continue
+                if done is None and fetch > 0.0:
                     done = fetched[key] = dram_burst.reserve(issue, fetch * b)[1] + dram_lat
-                ready = max(ready, done)
+                if must_wait:
+                    # ... and expected DRAM wait
+                    modelled = max(modelled, issue + wait * (b / dram_burst.rate + dram_lat))
+                    if done is not None:
+                        ready = max(ready, done)
             extra = max(0.0, ready - modelled)
             st[_EXTRA] += extra
             st[_ACC][0] += extra
