@@ -17,6 +17,9 @@ H100 = load_gpu("h100")
     ("fa2", 1024, 8, True),
     ("fa2", 256, 32, False),
     ("fa1", 1024, 8, False),
+    ("fa3", 256, 32, False),         # first-wave ring loads queue behind the Q burst
+    ("standard", 256, 32, False),    # GEMMs of one partial wave
+    ("square", 4096, 32, False),     # last partial wave; synchronized in-flight groups
 ])
 def test_aggregated_fast_model_agrees_with_exact_mode_within_one_percent(algorithm, seq, heads,
                                                                          causal):

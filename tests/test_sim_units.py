@@ -32,3 +32,43 @@ def test_block_scheduler_fills_breadth_first_then_reuses_freed_slots():
     assert p.pick() is None
     p.release(1)
     assert p.pick() == 1
+
+
+def test_l2_replay_counts_in_flight_groups_and_their_queue_position():
+    """Four CTAs read one tile: the first misses, two arrive while it is in flight, the last
+    after it landed. Closed forms: wait in units of one fetch (transfer + latency) and the
+    expected place of a load in the burst its group releases, Σ g(g−1)/2 ÷ loads."""
+    from iosim.sim.l2model import replay
+    latency_s, bandwidth = 1.0, 100.0          # a 100-byte tile: transfer 1 s + latency 1 s
+    key = ("K", 0, 0)
+    accesses = [(0.0, 0, 0, key, 100, 0, 0), (0.5, 1, 0, key, 100, 0, 0),
+                (1.5, 2, 0, key, 100, 0, 0), (3.0, 3, 0, key, 100, 0, 0)]
+    per, flush = replay(accesses, 1e6, 1, latency_s, "warm", bandwidth)
+    k = per[0]
+    assert k["miss"]["K"] == 100 and k["load"]["K"] == 400 and flush == 0
+    # remaining fetch: 1 (miss), (2 − 0.5)/2, (2 − 1.5)/2, 0 (landed at 2 s)
+    assert k["wait"]["K"] == pytest.approx(1.0 + 0.75 + 0.25 + 0.0)
+    # one group of 3 (the miss and two merged hits), one load alone: (3·2/2 + 0) / 4
+    assert k["l2_queue_position"] == pytest.approx(0.75)
+
+
+def test_l2_replay_keeps_the_last_partial_waves_figures_apart():
+    from iosim.sim.l2model import replay
+    accesses = [(0.0, 0, 0, ("Q", 0), 10, 0, 0), (1.0, 1, 0, ("Q", 0), 10, 0, 1),
+                (2.0, 2, 0, ("Q", 1), 10, 0, 1)]
+    per, _ = replay(accesses, 1e6, 1, 1e-9, "warm", 1e12)
+    tail = per[0]["tail"]
+    assert per[0]["load"]["Q"] == 30 and per[0]["miss"]["Q"] == 20
+    assert tail["load"]["Q"] == 20 and tail["miss"]["Q"] == 10 and tail["loads"]["Q"] == 2
+
+
+def test_expected_memory_charges_in_flight_hits_the_rest_of_a_tile_fetch():
+    from iosim.sim.memory import ExpectedMemory
+    # L2 at 1000 B/s, DRAM at 100 B/s, latencies 0.5 s (L2) and 1 s (DRAM); a 100-byte tile
+    mem = ExpectedMemory(Server(1000.0), Server(100.0), 0.5, 1.0, {"K": (0.0, 0.5)})
+    # no DRAM bytes (all hits), but half a fetch (1 s transfer + 1 s latency) of waiting
+    assert mem.load(("K", 0), "K", 100, 0.0) == pytest.approx(max(0.1, 0.5 * 2.0) + 0.5)
+    queued = ExpectedMemory(Server(1000.0), Server(100.0), 0.5, 1.0, {}, l2_queue_position=2.0)
+    # three transfers' time: its own and two of CTAs released with it
+    assert queued.load(("Q", 0), "Q", 100, 0.0) == pytest.approx(3 * 0.1 + 0.5)
+    assert queued.store(("O", 0), "O", 100, False, 1.0) == pytest.approx(1.0 + 3 * 0.1)
