@@ -23,11 +23,13 @@ def _split(kwargs: dict) -> tuple[AttentionProblem, dict]:
 
 
 def run(algo: str = "fa2", gpu="h100", model: str = "sim", mode: str = "fast",
-        **problem_and_tiling) -> Analysis:
+        l2_samples: int | None = None, **problem_and_tiling) -> Analysis:
     """`iosim run`: problem fields (seq, heads, kv_heads, head_dim, batch, dtype, causal,
-    direction, seq_kv) and tiling overrides as keyword arguments."""
+    direction, seq_kv) and tiling overrides as keyword arguments; l2_samples as
+    `--l2-samples`."""
     problem, tiling = _split(problem_and_tiling)
-    return analyze(problem, gpu, algo, model=model, sim_mode=mode, **tiling)
+    return analyze(problem, gpu, algo, model=model, sim_mode=mode, l2_samples=l2_samples,
+                   **tiling)
 
 
 def row(a: Analysis) -> dict:

@@ -38,6 +38,9 @@ def problem_options(f):
                      show_default=True, help="Time model."),
         click.option("--mode", "sim_mode", type=click.Choice(["fast", "exact"]), default="fast",
                      show_default=True, help="Simulator mode."),
+        click.option("--l2-samples", "l2_samples", type=click.IntRange(min=1000), default=None,
+                     help="Tile accesses the fast mode's L2 model replays [20000]; more is "
+                          "slower and, near the L2 capacity threshold, closer to exact mode."),
         click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]),
                      default="table", show_default=True),
         click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -103,7 +106,26 @@ def emit(text: str, output: str | None, force: bool) -> None:
 
 
 class IosimGroup(click.Group):
-    """Turns IosimError (and a few library errors) into one line and exit code 2."""
+    """Turns IosimError (and a few library errors) into one line and exit code 2; click's
+    usage errors (a bad option value, an unknown option) too, instead of its usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click.ClickException as exc:
+            msg = " ".join(exc.format_message().split())
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                msg += f" (see '{exc.ctx.command_path} --help')"
+            click.echo(f"error: {msg}", err=True)
+            code = exc.exit_code
+        except click.Abort:
+            click.echo("aborted", err=True)
+            code = 1
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
     def invoke(self, ctx):
         try:
@@ -152,13 +174,14 @@ def scenarios():
 @main.command()
 @click.option("--algo", "algorithm", help="standard, fa1, fa2, fa3 [fa2].")
 @problem_options
-def run(algorithm, fmt, output, force, model, sim_mode, **kw):
+def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
     """Analyze one attention problem with one algorithm on one GPU."""
     from .analysis.analyze import analyze
     from .report.text import analysis_table
     problem, gpu, scen, tiling = resolve(kw)
     algorithm = algorithm or scen.get("algorithm", "fa2")
-    a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode, **tiling)
+    a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
+                l2_samples=l2_samples, **tiling)
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)
     elif fmt == "csv":
@@ -171,7 +194,7 @@ def run(algorithm, fmt, output, force, model, sim_mode, **kw):
 @main.command()
 @click.option("--algos", default=None, help="Comma-separated algorithms [standard,fa1,fa2,fa3].")
 @problem_options
-def compare(algos, fmt, output, force, model, sim_mode, **kw):
+def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     """Put algorithms side by side on one problem."""
     from .analysis.analyze import analyze
     from .report.text import compare_table
@@ -180,7 +203,8 @@ def compare(algos, fmt, output, force, model, sim_mode, **kw):
                                  "standard,fa1,fa2,fa3").split(",") if s.strip()]
     if problem.direction != "fwd":
         names = [n for n in names if n != "fa3"] if algos is None else names
-    results = [analyze(problem, gpu, n, model=model, sim_mode=sim_mode, **tiling) for n in names]
+    results = [analyze(problem, gpu, n, model=model, sim_mode=sim_mode, l2_samples=l2_samples,
+                       **tiling) for n in names]
     if fmt == "json":
         text = json.dumps([r.to_dict() for r in results], indent=2)
     elif fmt == "csv":

@@ -33,6 +33,10 @@ def test_run_table_names_the_binding_resource():
     (["run", "--head-dim", "100"], "unsupported head dim"),
     (["run", "--block-q", "512", "--block-kv", "512"], "would fit"),
     (["run", "--scenario", "no-such-scenario"], "unknown scenario"),
+    (["run", "--dtype", "fp64"], "Invalid value for '--dtype'"),      # click's usage errors
+    (["run", "--l2-samples", "10"], "Invalid value for '--l2-samples'"),
+    (["run", "--no-such-option"], "No such option"),
+    (["no-such-command"], "No such command"),
 ])
 def test_bad_input_gives_exit_code_2_and_one_line(args, fragment):
     r = run(*args)
@@ -83,3 +87,12 @@ def test_fa1_with_fewer_ctas_than_sms_is_reported_as_parallelism_bound():
     # FA-1 runs one CTA per (batch, head): 32 CTAs cannot fill an H100's 132 SMs
     r = run("run", "--algo", "fa1", "--seq", "2048", "--format", "json")
     assert json.loads(r.output)["bound_by"] == "parallelism (32 CTAs of fa1_fwd for 132 SMs)"
+
+
+def test_l2_samples_sets_the_fast_modes_replay_budget():
+    def sampled(*extra):
+        r = run("run", "--seq", "16384", "--heads", "8", "--format", "json", *extra)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)["simulation"]["model"]["l2_sampled_accesses"]
+    default, more = sampled(), sampled("--l2-samples", "60000")
+    assert default <= 20_000 < more <= 60_000

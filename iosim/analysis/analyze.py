@@ -105,18 +105,19 @@ def summarize_kernels(schedule, gpu) -> list:
     return out
 
 
-def _simulate(schedule, gpu, mode):
+def _simulate(schedule, gpu, mode, l2_samples=None):
     try:
         from ..sim import simulate
     except ImportError:  # the simulator is optional until it lands
         return None
-    return simulate(schedule, gpu, mode=mode)
+    return simulate(schedule, gpu, mode=mode,
+                    **({"l2_sample_budget": l2_samples} if l2_samples else {}))
 
 
 def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
-            sim_mode: str = "fast", **tiling) -> Analysis:
+            sim_mode: str = "fast", l2_samples: int | None = None, **tiling) -> Analysis:
     """Build the schedule, count it, bound it, put it on the roofline and (model='sim')
-    simulate it."""
+    simulate it. l2_samples: the fast mode's L2 replay budget (None: its default)."""
     from ..errors import IosimError
     if model not in MODELS:
         raise IosimError(f"unknown model {model!r}; choose from: {', '.join(MODELS)}")
@@ -124,7 +125,7 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     schedule = build_schedule(problem, gpu, algorithm, **tiling)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
-    sim = _simulate(schedule, gpu, sim_mode) if model == "sim" else None
+    sim = _simulate(schedule, gpu, sim_mode, l2_samples) if model == "sim" else None
     if sim is not None:
         dram_read, dram_write = sim.dram_read_bytes, sim.dram_write_bytes
         dram_source = f"simulated L2 ({sim_mode} mode)"
