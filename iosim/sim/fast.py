@@ -13,105 +13,18 @@ from __future__ import annotations
 
 from math import ceil
 
-from ..algorithms.common import grid_index
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
+from .classes import KernelClasses
 from .compute import SmRates, tensor_server_busy_s
 from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
+from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
-from .pipeline import tile_key
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
 DEFAULT_SAMPLE_BUDGET = 20_000   # sampled tile accesses replayed through the L2 model
-
-
-class KernelClasses:
-    """cta → class index, and one representative program per class.
-
-    `Kernel.classes` lists representatives and counts but not the members; two layouts are
-    recognised and spot-checked against program shapes: classes that differ in some grid
-    coordinates (FA-2: the Q block), and edge classes (standard's GEMMs: interior, last row of
-    tiles, last column, corner). Anything else is grouped by enumerating every CTA's program."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-        grid = kernel.launch.grid
-        self._g0, self._g1 = grid[0], grid[1]
-        self._key = None
-        for key_of, count_of in (self._by_coordinates(kernel), self._by_edges(kernel)):
-            keys = [key_of(grid_index(rep, grid)) for rep, _count in kernel.classes]
-            lookup = {k: i for i, k in enumerate(keys)}
-            if (len(lookup) == len(keys) and sum(c for _r, c in kernel.classes) == kernel.num_ctas
-                    and all(count_of(k) == c for k, (_r, c) in zip(keys, kernel.classes))):
-                self._key, self._lookup = key_of, lookup
-                self._by_x = None
-                if getattr(key_of, "dims", None) == (0,):    # class = f(grid x) alone
-                    self._by_x = [lookup.get((x,), 0) for x in range(grid[0])]
-                self.reps = [rep for rep, _count in kernel.classes]
-                if self._spot_check():
-                    break
-                self._key = None
-        if self._key is None:       # enumerate: every CTA's program shape
-            self._map, shapes, self.reps = [], {}, []
-            for cta in range(kernel.num_ctas):
-                key = shape_key(kernel.program(cta))
-                c = shapes.get(key)
-                if c is None:
-                    c = shapes[key] = len(self.reps)
-                    self.reps.append(cta)
-                self._map.append(c)
-        self.programs = [kernel.program(rep) for rep in self.reps]
-
-    @staticmethod
-    def _varying_dims(kernel) -> tuple:
-        """Grid dimensions along which the class representatives differ, and the number of
-        CTAs per class along the other dimensions."""
-        grid = kernel.launch.grid
-        coords = [grid_index(rep, grid) for rep, _c in kernel.classes]
-        varying = tuple(d for d in range(3) if len({c[d] for c in coords}) > 1)
-        others = 1
-        for d in range(3):
-            if d not in varying:
-                others *= grid[d]
-        return grid, varying, others
-
-    @classmethod
-    def _by_coordinates(cls, kernel):
-        _grid, varying, others = cls._varying_dims(kernel)
-
-        def key(c):
-            return tuple(c[d] for d in varying)
-        key.dims = varying
-        return key, (lambda k: others)
-
-    @classmethod
-    def _by_edges(cls, kernel):
-        grid, varying, others = cls._varying_dims(kernel)
-
-        def count(k):
-            n = others
-            for flag, d in zip(k, varying):
-                n *= 1 if flag else grid[d] - 1
-            return n
-        return (lambda c: tuple(c[d] == grid[d] - 1 for d in varying)), count
-
-    def _spot_check(self) -> bool:
-        n = self.kernel.num_ctas
-        for cta in sorted({0, n - 1, n // 2, n // 3 + 1, (2 * n) // 3 + 2, n // 7 + 3}):
-            if cta < n and shape_key(self.kernel.program(cta)) != \
-                    shape_key(self.kernel.program(self.reps[self(cta)])):
-                return False
-        return True
-
-    def __call__(self, cta: int) -> int:
-        if self._key is None:
-            return self._map[cta]
-        if self._by_x is not None:
-            return self._by_x[cta % self._g0]
-        g0, g1 = self._g0, self._g1
-        return self._lookup[self._key((cta % g0, (cta // g0) % g1, cta // (g0 * g1)))]
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
@@ -130,72 +43,8 @@ def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:
     return l2, dram, wait
 
 
-def _first_loads(items, env: dict) -> list:
-    """The loads a program issues before its first compute op, descending into the first
-    iteration of each loop on the way (loop variables bound in env)."""
-    out = []
-    for item in items:
-        if item.kind == "loop":
-            if item.count < 1:
-                continue
-            env[item.var] = item.start
-            inner = _first_loads(item.body, env)
-            out.extend(inner[0])
-            if inner[1]:
-                return out, True
-        elif item.kind == "load":
-            out.append(tile_key(item, env) + (item.bytes,))
-        elif item.kind in ("mma", "exp", "alu", "store"):
-            return out, True
-    return out, False
-
-
-def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> dict:
-    """The first loads of each CTA of a kernel's first wave, which queue together on the
-    L2 and DRAM servers (fluid.run_kernel): cta → (after_burst, tiles). When the program
-    starts with plain ops (the burst, reserved already), the tiles are the loads the loop
-    after them issues at its start, as soon as the burst segment is done (after_burst =
-    True): its first `stages` iterations (the buffered prologue, or a warp-specialized
-    ring); when it starts with a loop, the loads of its first iteration before its first
-    compute op, issued at dispatch. tiles: ((tile key, bytes, fraction of the bytes a first
-    reader fetches from DRAM, expected DRAM wait the profiles already charge in units of a
-    tile fetch, whether the CTA waits for it before computing), ...). A tile no earlier
-    kernel touched is fetched by its first reader; one an earlier kernel touched may still be
-    in L2 (the replay's miss ratio)."""
-    out = {}
-    ahead = max(1, kernel.pipeline.stages)
-
-    def tile(key, nbytes, waited):
-        tensor = key[0]
-        return (key, nbytes,
-                miss.get(tensor, (1.0, 1.0))[0] if tensor in warm_tensors else 1.0,
-                min(1.0, miss.get(tensor, (0.0, 0.0))[1]), waited)
-
-    for cta in range(group):
-        segs = split_segments(kernel.program(cta))
-        after_burst = segs[0][0].kind != "loop"
-        if after_burst and (len(segs) < 2 or segs[1][0].kind != "loop"):
-            continue
-        loop = segs[1][0] if after_burst else segs[0][0]
-        if any(i.kind == "loop" for i in loop.body):          # a nest: first iteration's loads
-            tiles = tuple(tile(key[:-1], key[-1], True) for key in _first_loads((loop,), {})[0])
-        else:
-            loads = [i for i in loop.body if i.kind == "load"]
-            tiles = tuple(tile(tile_key(ld, {loop.var: loop.start + j}), ld.bytes, j == 0)
-                          for j in range(min(ahead, loop.count)) for ld in loads)
-        if tiles:
-            out[cta] = (after_burst, tiles)
-    return out
-
-
 def _tensors(program) -> set:
     return {op.tensor for op in _memory_ops(program)}
-
-
-def tail_wave_start(num_ctas: int, slots: int):
-    """The first CTA of a kernel's last, partial wave (None: no such wave)."""
-    full = (num_ctas // slots) * slots
-    return full if num_ctas > slots and full < num_ctas else None
 
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,

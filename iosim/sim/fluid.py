@@ -45,7 +45,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
     write-backs a burst reserved). Calls
     emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
     class c's first segment is a burst of plain ops. prologues[cta]: the tiles a first-wave
-    CTA loads next, as soon as its burst segment is done (fast.first_wave_prologues);
+    CTA loads next, as soon as its burst segment is done (first_wave.first_wave_prologues);
     latencies_s: (L2, DRAM). Returns the end time."""
     # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
     # matter only when many CTAs are in the same phase at once, i.e. in a burst)
@@ -155,7 +155,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
         return touched
 
     def prologue_waits(group, ctas) -> None:
-        """A first-wave CTA's first loop loads (fast.first_wave_prologues) queue behind
+        """A first-wave CTA's first loop loads (first_wave.first_wave_prologues) queue behind
         everything reserved before them: issued at dispatch when the program starts with
         the loop, else when its burst segment is done. A tile's first reader in the group
         fetches it from DRAM, later readers wait for that fetch (a hit on a line in flight).
