@@ -96,3 +96,13 @@ def test_l2_samples_sets_the_fast_modes_replay_budget():
         return json.loads(r.output)["simulation"]["model"]["l2_sampled_accesses"]
     default, more = sampled(), sampled("--l2-samples", "60000")
     assert default <= 20_000 < more <= 60_000
+
+
+def test_table_says_when_the_l2_replay_saw_only_a_sample_of_the_ctas():
+    small = run("run", "--seq", "1024")
+    assert small.exit_code == 0 and "L2 replay" not in small.output      # simulated exactly
+    big = run("run", "--seq", "32768")
+    assert big.exit_code == 0
+    line = next(ln for ln in big.output.splitlines() if ln.startswith("simulator"))
+    # 32 heads × 32768 / 128 query rows per CTA = 8192 CTAs; the replay sees a prefix
+    assert "of 8,192 CTAs" in line and "--l2-samples" in line

@@ -66,7 +66,24 @@ def _simulation_rows(a) -> list:
             ("CTA time stalled on", stall),
             ("L2 hit rate (loads)", f"{d['l2_hit_rate']:.1%}  [{d['model']['l2_policy']}, "
                                     f"{nbytes(d['model']['l2_effective_capacity_bytes'])} effective]"),
-            ("simulator", f"{d['mode']} mode, {d['model'].get('engine', '')} engine")]
+            ("simulator", f"{d['mode']} mode, {d['model'].get('engine', '')} engine"
+                          + _replay_note(d))]
+
+
+def _replay_note(sim: dict) -> str:
+    """Where the fast mode's L2 replay saw a sample: which, and how to widen it."""
+    model = sim["model"]
+    ctas = model.get("l2_simulated_ctas")
+    total = [k["num_ctas"] for k in sim["kernels"]] if ctas else []
+    ratio = model.get("l2_set_sampling_ratio", 1)
+    parts = []
+    if ratio > 1:
+        parts.append(f"1 tile in {ratio}")
+    if ctas and sum(ctas) < sum(total):
+        parts.append(f"the first {sum(ctas):,} of {sum(total):,} CTAs")
+    if not parts:
+        return ""
+    return f"; L2 replay of {' and '.join(parts)} (more: --l2-samples)"
 
 
 def compare_table(analyses) -> str:
