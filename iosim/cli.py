@@ -39,7 +39,7 @@ def problem_options(f):
         click.option("--mode", "sim_mode", type=click.Choice(["fast", "exact"]), default="fast",
                      show_default=True, help="Simulator mode."),
         click.option("--l2-samples", "l2_samples", type=click.IntRange(min=1000), default=None,
-                     help="Tile accesses the fast mode's L2 model replays [20000]; more is "
+                     help="Tile accesses the fast mode's L2 model replays [50000]; more is "
                           "slower and, near the L2 capacity threshold, closer to exact mode."),
         click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]),
                      default="table", show_default=True),

@@ -24,7 +24,7 @@ from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
-DEFAULT_SAMPLE_BUDGET = 20_000   # sampled tile accesses replayed through the L2 model
+DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float) -> tuple:

@@ -153,42 +153,41 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
     lines: OrderedDict = OrderedDict()
     used = 0
     current = 0
-    per = [{"load": {}, "miss": {}, "loads": {}, "wait": {}, "store": 0, "writeback": 0,
-             "reduce_read": 0, "tail": {"load": {}, "miss": {}, "loads": {}, "wait": {}},
-             "groups": []}
-           for _ in range(n_kernels)]
+    per = [{"store": 0, "writeback": 0, "reduce_read": 0} for _ in range(n_kernels)]
+    loads: dict = {}         # (kernel, tensor, cohort) → [bytes, count, miss bytes, wait]
+    groups = [[] for _ in range(n_kernels)]
+    fetch_s = {}             # tile bytes → transfer + latency of one fetch
     for t, _s, ki, key, nbytes, code, cohort in accesses:
         if ncu and ki != current:            # profiler: write back + invalidate, unmeasured
             lines.clear()
             used = 0
             current = ki
-        k = per[ki]
         entry = lines.get(key)
         if code == 0:
-            tensor = key[0]
+            acc = loads.get((ki, key[0], cohort))
+            if acc is None:
+                acc = loads[ki, key[0], cohort] = [0, 0, 0, 0.0]
+            acc[0] += nbytes
+            acc[1] += 1
+            fetch = fetch_s.get(nbytes)
+            if fetch is None:
+                fetch = fetch_s[nbytes] = nbytes / dram_bandwidth_bytes_per_s + dram_latency_s
             if entry is not None:
                 lines.move_to_end(key)
                 # a hit waits only if the line is still on its way from DRAM; then it joins
                 # the group of loads that the line's arrival releases together
-                miss, wait = 0, 0.0
                 if entry[2] > t:
-                    wait = (entry[2] - t) / (nbytes / dram_bandwidth_bytes_per_s + dram_latency_s)
+                    acc[3] += (entry[2] - t) / fetch
                     if len(entry) > 3:
                         entry[3][0] += 1
-            else:
-                miss, wait = nbytes, 1.0
-                group = [1]
-                k["groups"].append(group)
-                lines[key] = [nbytes, False,
-                              t + nbytes / dram_bandwidth_bytes_per_s + dram_latency_s, group]
-            for acc in ((k, k["tail"]) if cohort else (k,)):
-                acc["load"][tensor] = acc["load"].get(tensor, 0) + nbytes
-                acc["loads"][tensor] = acc["loads"].get(tensor, 0) + 1
-                acc["miss"][tensor] = acc["miss"].get(tensor, 0) + miss
-                acc["wait"][tensor] = acc["wait"].get(tensor, 0.0) + wait
-            if entry is not None:
                 continue
+            acc[2] += nbytes
+            acc[3] += 1.0
+            group = [1]
+            groups[ki].append(group)
+            lines[key] = [nbytes, False, t + fetch, group]
         else:
+            k = per[ki]
             k["store"] += nbytes
             if entry is not None:
                 lines.move_to_end(key)
@@ -204,12 +203,23 @@ def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s
             _, (b, d, *_r) = lines.popitem(last=False)
             used -= b
             if d:
-                k["writeback"] += b
+                per[ki]["writeback"] += b
     flush = 0 if ncu else sum(e[0] for e in lines.values() if e[1])
-    for k in per:
-        loads = sum(k["loads"].values())
+    for ki, k in enumerate(per):
+        for part in ("all", "tail"):
+            k[part] = {"load": {}, "loads": {}, "miss": {}, "wait": {}}
+    for (ki, tensor, cohort), (nbytes, count, miss, wait) in sorted(loads.items()):
+        for part in (("all", "tail") if cohort else ("all",)):
+            d = per[ki][part]
+            d["load"][tensor] = d["load"].get(tensor, 0) + nbytes
+            d["loads"][tensor] = d["loads"].get(tensor, 0) + count
+            d["miss"][tensor] = d["miss"].get(tensor, 0) + miss
+            d["wait"][tensor] = d["wait"].get(tensor, 0.0) + wait
+    for ki, k in enumerate(per):
+        k.update(k.pop("all"))
+        n = sum(k["loads"].values())
         # CTAs released together by one line's arrival issue their next loads together: a
         # load's expected place in that burst, in loads of the same CTA's size ahead of it
-        k["l2_queue_position"] = (sum(g * (g - 1) / 2 for (g,) in k.pop("groups")) / loads
-                                  if loads else 0.0)
+        k["l2_queue_position"] = (sum(g * (g - 1) / 2 for (g,) in groups[ki]) / n
+                                  if n else 0.0)
     return per, flush
