@@ -134,7 +134,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
 
 
 class SamplingPlan:
-    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays."""
+    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays:
+    the same fraction of every kernel, at least one wave each."""
 
     def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
         kernels = schedule.kernels
@@ -144,6 +145,11 @@ class SamplingPlan:
         cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * max(1, largest))))
         self.ratio = min(cap, max(1, ceil(accesses / budget)))
         fraction = min(1.0, budget * self.ratio / accesses) if accesses else 1.0
+        # every replayed CTA's program is built and walked, sampled tiles or not: at most
+        # `budget` CTAs (many tiny CTAs would otherwise cost more than their accesses)
+        ctas = sum(k.num_ctas for k in kernels)
+        if ctas > budget:
+            fraction = min(fraction, budget / ctas)
         self.limits = [k.num_ctas if fraction >= 1.0 else
                        min(k.num_ctas, max(info["occ"] * gpu.sm_count, ceil(k.num_ctas * fraction)))
                        for k, info in zip(kernels, infos)]
