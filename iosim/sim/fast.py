@@ -125,7 +125,7 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
                          gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
                          gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first,
                          kmarks is not None, prologues,
-                         (gpu.l2_latency_s, gpu.dram_latency_s))
+                         gpu.dram_latency_s)
         timeline.extend_in_order([r for r in rows if r is not None])
         spans.append((t, end, occ))
         marks.append(kmarks)

@@ -10,9 +10,10 @@ from .characterize import split_segments
 from .pipeline import tile_key
 
 
-def _first_loads(items, env: dict) -> list:
-    """The loads a program issues before its first compute op, descending into the first
-    iteration of each loop on the way (loop variables bound in env)."""
+def _first_loads(items, env: dict) -> tuple:
+    """(the loads a program issues before its first compute op, as tile key + (bytes,),
+    whether a compute op was reached), descending into the first iteration of each loop on
+    the way (loop variables bound in env)."""
     out = []
     for item in items:
         if item.kind == "loop":

@@ -38,15 +38,15 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
                sm_count: int,
                l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
                burst_first, want_marks: bool = True, prologues=None,
-               latencies_s=(0.0, 0.0)):
+               dram_latency_s: float = 0.0):
     """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
     of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes; seg_wait[c][s]: the
     fraction of its load bytes that wait for DRAM (a hit does not queue behind the
     write-backs a burst reserved). Calls
     emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
     class c's first segment is a burst of plain ops. prologues[cta]: the tiles a first-wave
-    CTA loads next, as soon as its burst segment is done (first_wave.first_wave_prologues);
-    latencies_s: (L2, DRAM). Returns the end time."""
+    CTA loads next, as soon as its burst segment is done (first_wave.first_wave_prologues).
+    Returns the end time."""
     # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
     # matter only when many CTAs are in the same phase at once, i.e. in a burst)
     merged_prof = [[[tuple(sum(v[i] for v in segs) for i in range(5))] for segs in by_k]
@@ -160,7 +160,7 @@ def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: 
         the loop, else when its burst segment is done. A tile's first reader in the group
         fetches it from DRAM, later readers wait for that fetch (a hit on a line in flight).
         The delay beyond what the loop's profile charges is added to the first segment."""
-        dram_lat = latencies_s[1]
+        dram_lat = dram_latency_s
         fetched = {}                 # tile → when its DRAM fetch completes
         for cta, st in zip(ctas, group):
             entry = prologues.get(cta)
