@@ -64,13 +64,14 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
             t += gpu.launch_overhead_s
         classes, occ = info["classes"], info["occ"]
         ch = characterizers[ki]
-        miss_key = (tuple(sorted(miss[ki].items())), l2_queue[ki])
         # the last partial wave may find its tiles in L2 already (an earlier wave fetched
         # them): its CTAs are classes of their own, with the replay's figures for them
-        cohorts = [(miss[ki], miss_key)]
+        cohort_miss = [miss[ki]]
         tail_start = tail_wave_start(kernel.num_ctas, occ * gpu.sm_count)
         if tail_miss is not None and tail_miss[ki] is not None and tail_start is not None:
-            cohorts.append((tail_miss[ki], (tuple(sorted(tail_miss[ki].items())), l2_queue[ki])))
+            cohort_miss.append(tail_miss[ki])
+        # (miss figures, profile memo key: the figures and the L2 queue factor)
+        cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
         n_cls = len(classes.programs)
         programs = list(classes.programs) * len(cohorts)
         shapes = info["shapes"] * len(cohorts)

@@ -11,9 +11,9 @@ from .pipeline import tile_key
 
 
 def _first_loads(items, env: dict) -> tuple:
-    """(the loads a program issues before its first compute op, as tile key + (bytes,),
-    whether a compute op was reached), descending into the first iteration of each loop on
-    the way (loop variables bound in env)."""
+    """(the loads a program issues before its first compute op, as (tile key, bytes), whether
+    a compute op was reached), descending into the first iteration of each loop on the way
+    (loop variables bound in env)."""
     out = []
     for item in items:
         if item.kind == "loop":
@@ -25,7 +25,7 @@ def _first_loads(items, env: dict) -> tuple:
             if inner[1]:
                 return out, True
         elif item.kind == "load":
-            out.append(tile_key(item, env) + (item.bytes,))
+            out.append((tile_key(item, env), item.bytes))
         elif item.kind in ("mma", "exp", "alu", "store"):
             return out, True
     return out, False
@@ -59,7 +59,7 @@ def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> d
             continue
         loop = segs[1][0] if after_burst else segs[0][0]
         if any(i.kind == "loop" for i in loop.body):          # a nest: first iteration's loads
-            tiles = tuple(tile(key[:-1], key[-1], True) for key in _first_loads((loop,), {})[0])
+            tiles = tuple(tile(key, nbytes, True) for key, nbytes in _first_loads((loop,), {})[0])
         else:
             loads = [i for i in loop.body if i.kind == "load"]
             tiles = tuple(tile(tile_key(ld, {loop.var: loop.start + j}), ld.bytes, j == 0)

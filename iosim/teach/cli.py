@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import click
 
+from ..cli import IosimGroup
 from ..errors import IosimError
 
 
-class TeachGroup(click.Group):
-    """A group whose own body and subcommands turn IosimError into one line and exit 2,
-    also when it is invoked on its own (not through `iosim`'s top-level group)."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except IosimError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(2)
-
-
-@click.group(cls=TeachGroup, invoke_without_command=True,
+@click.group(cls=IosimGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--gpu", default="h100", show_default=True, help="a100, h100, h200, or a YAML path.")
 @click.option("--seq", "seq", type=int, default=4096, show_default=True, help="Sequence length N.")
