@@ -18,7 +18,7 @@ PROBLEM_DEFAULTS = dict(batch=1, heads_q=32, heads_kv=None, seq_q=4096, seq_kv=N
 # ---- shared options, defined once ---------------------------------------------------------
 def problem_options(f):
     opts = [
-        click.option("--scenario", help="Named scenario from scenarios/ (or a YAML path); "
+        click.option("--scenario", help="Named scenario (iosim scenarios lists them) or a YAML path; "
                                         "other options override its fields."),
         click.option("--batch", type=int, help="Batch size [1]."),
         click.option("--heads", "heads_q", type=int, help="Query heads [32]."),
@@ -139,7 +139,37 @@ class IosimGroup(click.Group):
             ctx.exit(2)
 
 
-@click.group(cls=IosimGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# Commands that live with their subsystems; imported only when used, so `iosim run` starts fast.
+LAZY_COMMANDS = {
+    "capture": ("iosim.kernels.cli", "capture"),
+    "measure": ("iosim.measure.cli", "measure"),
+    "calibrate": ("iosim.measure.calibrate", "calibrate"),
+    "validate": ("iosim.analysis.validate", "validate"),
+    "report": ("iosim.report.cli", "report"),
+    "teach": ("iosim.teach.cli", "teach"),
+}
+
+
+class LazyGroup(IosimGroup):
+    """The top-level group: subcommands in LAZY_COMMANDS are imported only when used (click's
+    documented lazy-loading pattern), so `iosim run` starts fast."""
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in LAZY_COMMANDS:
+            import importlib
+            module, attr = LAZY_COMMANDS[name]
+            try:
+                cmd = getattr(importlib.import_module(module), attr)
+            except ImportError as exc:
+                raise IosimError(f"`iosim {name}` is unavailable here: {exc}") from None
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="iosim")
 def main():
     """iosim: bytes, FLOPs, time and IO bounds of attention on a GPU memory hierarchy."""
@@ -214,35 +244,8 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     emit(text, output, force)
 
 
-# Commands that live with their subsystems; imported only when used, so `iosim run` starts fast.
-LAZY_COMMANDS = {
-    "capture": ("iosim.kernels.cli", "capture"),
-    "measure": ("iosim.measure.cli", "measure"),
-    "calibrate": ("iosim.measure.calibrate", "calibrate"),
-    "validate": ("iosim.analysis.validate", "validate"),
-    "report": ("iosim.report.cli", "report"),
-    "teach": ("iosim.teach.cli", "teach"),
-}
 
 
-def _lazy_list(self, ctx):
-    return sorted(set(click.Group.list_commands(self, ctx)) | set(LAZY_COMMANDS))
-
-
-def _lazy_get(self, ctx, name):
-    cmd = click.Group.get_command(self, ctx, name)
-    if cmd is None and name in LAZY_COMMANDS:
-        import importlib
-        module, attr = LAZY_COMMANDS[name]
-        try:
-            cmd = getattr(importlib.import_module(module), attr)
-        except ImportError as exc:
-            raise IosimError(f"`iosim {name}` is unavailable here: {exc}") from None
-    return cmd
-
-
-IosimGroup.list_commands = _lazy_list
-IosimGroup.get_command = _lazy_get
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""GpuSpec: one GPU's figures, each with its source, loaded from configs/gpus/*.yaml."""
+"""GpuSpec: one GPU's figures, each with its source, loaded from iosim/data/gpus/*.yaml."""
 from __future__ import annotations
 
 from pathlib import Path

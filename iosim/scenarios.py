@@ -1,4 +1,4 @@
-"""Named problems in scenarios/*.yaml: a problem, a GPU, an algorithm and tiling fields."""
+"""Named problems in iosim/data/scenarios/*.yaml: a problem, a GPU, an algorithm and tiling fields."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -11,8 +11,8 @@ traces  capture the traces committed under tests/data/traces/ and check them
 bench   benchmarks/kernels_vs_torch.py → kernels_vs_torch_h200.txt
 sweep   iosim.measure.sweep time → measured_times.csv
 ncu     iosim.measure.sweep ncu  → measured_h200.csv, measured_h200_kernels.csv (+ ncu_raw.txt)
-validation  sweep then ncu: the whole committed validation dataset (scenarios/validation/)
-l2probe ncu DRAM bytes of L2 capacity probes → l2_probe.csv (scenarios/validation/README.md)
+validation  sweep then ncu: the whole committed validation dataset (iosim/data/validation/)
+l2probe ncu DRAM bytes of L2 capacity probes → l2_probe.csv (iosim/data/validation/README.md)
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def step_ncu():
 
 
 def step_validation():
-    """The validation dataset, every configuration, in one go (scenarios/validation/README.md)."""
+    """The validation dataset, every configuration, in one go (iosim/data/validation/README.md)."""
     step_sweep()
     step_ncu()
 

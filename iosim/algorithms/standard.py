@@ -217,7 +217,7 @@ def narrow_gemm_tiling(t: Tiling, bd: int, gpu, eb: int) -> Tiling:
     widening BM (the accumulator registers are what bound a GEMM tile), and the pipeline
     depth shrinks until the panels fit shared memory. cuBLAS does this on the H200: for the
     d = 64 output of P·V it ran nvjet_sm90_hsh_64x512_64x2 (512 rows, 2 stages) where the
-    d = 128 output ran 128x256_64x4 (scenarios/validation/measured_h200_kernels.csv)."""
+    d = 128 output ran 128x256_64x4 (iosim/data/validation/measured_h200_kernels.csv)."""
     if bd >= t.block_kv:
         return t
     wide = Tiling(t.block_q * t.block_kv // bd, t.block_kv, t.stages, t.warps)

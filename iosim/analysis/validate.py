@@ -1,9 +1,9 @@
 """`iosim validate`: predict every measured configuration and report the error.
 
-Inputs (committed, produced on the H200 by one command; see scenarios/validation/README.md):
-- scenarios/validation/sweep.yaml: the configurations (problem, implementation, and the iosim
+Inputs (committed, produced on the H200 by one command; see iosim/data/validation/README.md):
+- iosim/data/validation/sweep.yaml: the configurations (problem, implementation, and the iosim
   schedule that describes the implementation);
-- scenarios/validation/measured_h200.csv: per configuration id, the median kernel time and
+- iosim/data/validation/measured_h200.csv: per configuration id, the median kernel time and
   Nsight Compute's byte counters summed over the configuration's kernels.
 
 Protocols: bytes are predicted the way Nsight Compute measures them (l2_protocol="ncu": every
@@ -16,7 +16,7 @@ algorithm, direction) group, fitted as the median measured/predicted ratio on th
 rows (even positions of the sweep). Errors are reported for all rows and for the held-out
 rows (odd positions) separately, before and after the fit. Bytes are never fitted; the L2's
 effective capacity (iosim.sim.memory.L2_EFFECTIVE_FRACTION) was chosen once, from the L2
-probes in scenarios/validation/l2_probe.csv and the training rows' DRAM bytes.
+probes in iosim/data/validation/l2_probe.csv and the training rows' DRAM bytes.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ import click
 import yaml
 
 from ..errors import IosimError
-from ..paths import SCENARIO_DIR
+from ..paths import VALIDATION_DIR
 
-VALIDATION_DIR = SCENARIO_DIR / "validation"
+
 BUDGETS = {  # issue #5's error budgets
     "project": {"l2_to_sm_bytes_max_abs_err": 0.02, "dram_bytes_max_abs_err": 0.10,
                 "time_mape": 0.10, "time_max_abs_err": 0.20},
@@ -96,7 +96,7 @@ def _float(v):
 def load_measurements(path: Path) -> dict:
     if not path.is_file():
         raise IosimError(f"no measurements at {path}; run the sweep on a GPU first "
-                         f"(scenarios/validation/README.md)")
+                         f"(iosim/data/validation/README.md)")
     with path.open() as f:
         return {r["id"]: r for r in csv.DictReader(f)}
 
@@ -241,9 +241,9 @@ def _pct(v):
 
 @click.command()
 @click.option("--sweep", "sweep_path", type=click.Path(exists=True, dir_okay=False),
-              help="Sweep YAML [scenarios/validation/sweep.yaml].")
+              help="Sweep YAML [iosim/data/validation/sweep.yaml].")
 @click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
-              help="Measurements CSV [scenarios/validation/measured_h200.csv].")
+              help="Measurements CSV [iosim/data/validation/measured_h200.csv].")
 @click.option("--gpu", help="GPU config to predict with [the sweep's, h200-calibrated].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def validate(sweep_path, measured_path, gpu, fmt):

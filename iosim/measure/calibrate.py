@@ -2,7 +2,7 @@
 
 On the GPU machine, `iosim calibrate -o results.json` runs the microbenchmarks
 (iosim.measure.microbench). Anywhere, `iosim calibrate --from-json results.json` writes
-configs/gpus/<base>-calibrated.yaml: the base config with each measured figure replaced and
+iosim/data/gpus/<base>-calibrated.yaml: the base config with each measured figure replaced and
 its source saying how it was measured.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def calibrated_config(base: dict, results: dict, base_name: str) -> dict:
 @click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False),
               help="Microbenchmark results to turn into a config (no GPU needed).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="YAML to write [configs/gpus/<base>-calibrated.yaml]; with no --from-json, "
+              help="YAML to write [iosim/data/gpus/<base>-calibrated.yaml]; with no --from-json, "
                    "the JSON results when it ends in .json.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 def calibrate(base, from_json, output, force):

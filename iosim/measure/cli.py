@@ -1,5 +1,5 @@
 """`iosim measure`: time one configuration on the GPU (CUDA events) and, with --ncu, read its
-Nsight Compute byte counters. Writes one CSV row like scenarios/validation/measured_h200.csv."""
+Nsight Compute byte counters. Writes one CSV row like iosim/data/validation/measured_h200.csv."""
 from __future__ import annotations
 
 import os

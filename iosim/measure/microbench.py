@@ -2,7 +2,7 @@
 
 Each function returns a figure and says how it was measured. Run on the GPU machine as
 `python3 -m iosim.measure.microbench -o calibration.json`; `iosim calibrate --from-json`
-turns the JSON into configs/gpus/<gpu>-calibrated.yaml on any machine.
+turns the JSON into iosim/data/gpus/<gpu>-calibrated.yaml on any machine.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Clocks are left alone (`--clock-control none`); ncu flushes caches before each k
 (its default `--cache-control all`), so DRAM bytes are those of a cold L2, and dirty lines
 still in L2 when a kernel ends are written back outside its measurement (counted by no kernel).
 `kernel_rows(config_id, rows)` gives one CSV row per kernel (KERNEL_FIELDS), for
-scenarios/validation/measured_h200_kernels.csv.
+iosim/data/validation/measured_h200_kernels.csv.
 """
 from __future__ import annotations
 

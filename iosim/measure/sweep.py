@@ -24,7 +24,7 @@ SWEEP = Path(__file__).resolve().parents[2] / "scenarios" / "validation" / "swee
 
 
 def configs(path: Path | None = None) -> list:
-    """The sweep's configurations (scenarios/validation/sweep.yaml), each with `runner`: the
+    """The sweep's configurations (iosim/data/validation/sweep.yaml), each with `runner`: the
     iosim algorithm whose kernels run (impl iosim) or the torch back end (torch_flash/cudnn)."""
     import yaml
     path = Path(path or os.environ.get("IOSIM_SWEEP") or SWEEP)

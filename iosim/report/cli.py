@@ -14,7 +14,7 @@ DEFAULT_ALGOS = "standard,fa1,fa2,fa3"
 
 # (option declarations, kwargs) in the order the reproduce command lists them
 OPTIONS = [
-    (("--scenario",), dict(help="Named scenario from scenarios/ (or a YAML path); its seq_range "
+    (("--scenario",), dict(help="Named scenario (iosim scenarios lists them) or a YAML path; its seq_range "
                                 "and algorithms apply; other options override its fields.")),
     (("--gpu",), dict(help="a100, h100, h200, or a GPU YAML path [h100].")),
     (("--seq",), dict(help=f"Sequence lengths: A..B (powers of two from A to B), a comma list, "

@@ -1,5 +1,5 @@
 """Timelines and measurements for a report: CTA bars from a simulation, from a captured
-kernel trace (tests/data/traces/*.json) and measured points (scenarios/validation/*.csv).
+kernel trace (tests/data/traces/*.json) and measured points (iosim/data/validation/*.csv).
 All optional: each returns nothing when its source is absent."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import csv
 import json
 from pathlib import Path
 
-from ..paths import REPO_DIR
 
-TRACE_DIR = REPO_DIR / "tests" / "data" / "traces"
-MEASURED_DIR = REPO_DIR / "scenarios" / "validation"
+
+from ..paths import TRACE_DIR, VALIDATION_DIR
+MEASURED_DIR = VALIDATION_DIR
 
 
 # ---- simulator timeline -------------------------------------------------------------
@@ -175,7 +175,7 @@ def measured_points(gpu, problem, algorithms, seqs) -> tuple[list, str]:
     the GPU is full). FLOP/s = the row's useful FLOPs / time; bytes = measured DRAM read +
     write (ncu) and L2→SM reads."""
     path = measured_file(gpu)
-    rel = f"scenarios/validation/measured_{gpu.short_name.split('-')[0]}.csv"
+    rel = f"iosim/data/validation/measured_{gpu.short_name.split('-')[0]}.csv"
     if path is None:
         return [], f"No measured dataset for {gpu.short_name} (looked for {rel})"
     with path.open(newline="") as fh:

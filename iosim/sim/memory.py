@@ -15,7 +15,7 @@ from collections import OrderedDict
 # Fraction of the nominal L2 capacity an LRU model may use. Real L2s are set-associative with
 # hashed set indices and not LRU, H100/H200 split the L2 into two partitions that may each hold
 # a copy of a line read from both sides, and some capacity holds other data. Measured on the
-# H200 (scenarios/validation/l2_probe.csv, ncu DRAM bytes): a buffer re-read by SMs all over the
+# H200 (iosim/data/validation/l2_probe.csv, ncu DRAM bytes): a buffer re-read by SMs all over the
 # chip starts to miss above ~30 MB (0.5 of 60 MiB) and misses half its re-reads at ~46 MB (0.73);
 # dirty lines retained at a kernel's end saturate at ~27.5 MB. An LRU has one sharp threshold,
 # so its fraction was fitted: 0.70 minimises the DRAM-byte error of the validation sweep's
