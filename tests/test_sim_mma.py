@@ -6,7 +6,7 @@ import pytest
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.schedule import Mma, Pipeline
 from iosim.sim import simulate
-from iosim.sim.compute import MmaCost
+from iosim.machine import MmaCost
 
 H200 = load_gpu("h200-calibrated")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import IosimError
+from ..machine import grid_index, occupancy  # noqa: F401  (re-exported for generators)
 
 STAT_BYTES = 4  # m, l, log-sum-exp and D are fp32 per row
 ACC_BYTES = 4   # fp32 accumulators (dQ accumulation buffer)
@@ -131,18 +132,6 @@ def check_fits(gpu, what: str, smem_bytes: int, registers_per_thread: int, threa
         raise IosimError(f"{what} uses {threads} threads per CTA; CUDA allows at most 1024{hint}")
 
 
-def occupancy(gpu, launch) -> int:
-    """CTAs one SM holds at once, limited by shared memory, registers, threads and slots."""
-    limits = [gpu.ctas_per_sm_max, gpu.threads_per_sm_max // launch.threads_per_cta]
-    if launch.smem_bytes_per_cta:
-        # CUDA reserves 1 KB of shared memory per resident block on CC 8.x/9.x (Programming Guide)
-        limits.append(gpu.shared_memory_per_sm_bytes // (launch.smem_bytes_per_cta + 1024))
-    regs = launch.registers_per_thread * launch.threads_per_cta
-    if regs:
-        limits.append(gpu.registers_per_sm // regs)
-    return max(0, min(limits))
-
-
 @dataclass(frozen=True)
 class Tiling:
     """Tile shape and pipelining of one pass (forward or backward) of an algorithm."""
@@ -197,11 +186,3 @@ def _first_fitting(candidates, fits):
         except IosimError:
             continue
     return None
-
-
-def grid_index(cta: int, grid: tuple) -> tuple:
-    """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
-    x = cta % grid[0]
-    y = (cta // grid[0]) % grid[1]
-    z = cta // (grid[0] * grid[1])
-    return x, y, z

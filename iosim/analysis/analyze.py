@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ..algorithms import build_schedule
-from ..algorithms.common import occupancy
+from ..machine import occupancy
 from ..hardware import load_gpu
 from .bounds import IoBounds, io_bounds
 from .counters import Counters, count

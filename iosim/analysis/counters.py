@@ -7,7 +7,7 @@
   reuse within the schedule), capped by its tile traffic. A bound from below on a real GPU,
   labelled as an estimate; the simulator's L2 model replaces it.
 - smem reads (estimate): MMA operands read from shared memory, by the layout the simulator
-  charges (iosim.sim.compute.mma_operand_bytes: ldmatrix per warp for mma.sync, once per
+  charges (iosim.machine.mma_operand_bytes: ldmatrix per warp for mma.sync, once per
   consumer warpgroup for wgmma).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..schedule import Loop, Mma
-from ..sim.compute import mma_operand_bytes, operand_readers
+from ..machine import mma_operand_bytes, operand_readers
 from .tensors import tensor_bytes
 
 DRAM_ESTIMATE_LABEL = "compulsory estimate (each tensor once; perfect L2 reuse)"

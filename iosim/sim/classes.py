@@ -1,7 +1,7 @@
 """Fast mode: which CTAs of a kernel share one profile (a CTA class)."""
 from __future__ import annotations
 
-from ..algorithms.common import grid_index
+from ..machine import grid_index
 from .characterize import shape_key
 
 

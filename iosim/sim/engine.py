@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import simpy
 
-from ..algorithms.common import occupancy
+from ..machine import occupancy
 from ..errors import IosimError
 from ..schedule import program_totals
-from .compute import MmaCost, SmRates, SmUnits, tensor_server_busy_s
+from ..machine import MmaCost, SmRates, tensor_server_busy_s
+from .compute import SmUnits
 from .dispatch import SlotPicker
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program

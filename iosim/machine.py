@@ -1,0 +1,138 @@
+"""What work costs on a GpuSpec: per-SM unit rates, what an Mma costs on the tensor server
+(instruction class and shared-memory operand reads), how many CTAs an SM holds, and where a
+linear CTA index sits in its grid. The simulator (both engines) and the analysis read these;
+this module imports neither."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def occupancy(gpu, launch) -> int:
+    """CTAs one SM holds at once, limited by shared memory, registers, threads and slots."""
+    limits = [gpu.ctas_per_sm_max, gpu.threads_per_sm_max // launch.threads_per_cta]
+    if launch.smem_bytes_per_cta:
+        # CUDA reserves 1 KB of shared memory per resident block on CC 8.x/9.x (Programming Guide)
+        limits.append(gpu.shared_memory_per_sm_bytes // (launch.smem_bytes_per_cta + 1024))
+    regs = launch.registers_per_thread * launch.threads_per_cta
+    if regs:
+        limits.append(gpu.registers_per_sm // regs)
+    return max(0, min(limits))
+
+
+def grid_index(cta: int, grid: tuple) -> tuple:
+    """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
+    x = cta % grid[0]
+    y = (cta // grid[0]) % grid[1]
+    z = cta // (grid[0] * grid[1])
+    return x, y, z
+
+
+@dataclass(frozen=True)
+class SmRates:
+    """Per-SM throughputs, derived from the GpuSpec."""
+
+    tensor_flops_per_s: float   # dense tensor-core FLOP/s of the problem's dtype
+    exp_per_s: float            # exp_per_clock_per_sm × clock_hz
+    alu_ops_per_s: float        # fp32 elementwise ops/s (FMA = 1 op) ÷ SM count
+
+    @classmethod
+    def of(cls, gpu, dtype: str, instruction: str = "wgmma") -> "SmRates":
+        """The SM's rates; tensor_flops_per_s is that of the MMA instruction class the
+        kernel uses (busy time and utilization are counted against it)."""
+        return cls(tensor_flops_per_s=gpu.mma_flops_per_s_per_sm(dtype, instruction),
+                   exp_per_s=gpu.exp_per_clock_per_sm * gpu.clock_hz,
+                   alu_ops_per_s=gpu.alu_ops_per_s / gpu.sm_count)
+
+
+# whether ldmatrix operand reads overlap mma.sync's tensor-core time (see MmaCost)
+MMA_SYNC_OPERANDS_OVERLAP = False
+# Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
+A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
+
+
+def mma_operand_bytes(op, sync: bool, readers: int, elem_bytes: int) -> int:
+    """Shared-memory bytes a CTA reads for one Mma's operands (layout: MmaCost's docstring).
+    readers: the CTA's warps for mma.sync, its consumer warpgroups for wgmma."""
+    if not sync:
+        return (op.m * op.k + readers * op.k * op.n) * elem_bytes
+    wm = max(1, min(readers, op.m // 16))
+    wn = max(1, readers // wm)
+    a = 0 if op.name in A_FROM_REGISTERS else wn * op.m * op.k
+    return (a + wm * op.k * op.n) * elem_bytes
+
+
+def operand_readers(pipeline, threads_per_cta: int) -> tuple:
+    """(sync, readers) of a kernel: mma.sync warps, or wgmma consumer warpgroups."""
+    sync = getattr(pipeline, "mma_instruction", "wgmma") == "mma_sync"
+    return sync, (max(1, threads_per_cta // 32) if sync
+                  else max(1, pipeline.consumer_warpgroups))
+
+
+class MmaCost:
+    """What an Mma op costs on its SM's tensor server, whose rate is the wgmma rate: the
+    op's work in wgmma-FLOP equivalents.
+
+    - Instruction class (`Pipeline.mma_instruction`): mma.sync runs at
+      `tensor_mma_sync_fraction` of the wgmma rate (H200: 632 vs 759 TFLOP/s measured).
+    - Shared-memory operand reads. mma.sync warps bring their fragments into registers with
+      ldmatrix. The CTA's W warps tile the m×n product as WM = min(W, m/16) warps along the
+      rows (16-row MMA tiles) × WN = W/WM along the columns (the project's FA-1/FA-2 kernels,
+      iosim/kernels/cuda): A (m×k) is read by the WN warps that share its rows, B (k×n) by
+      the WM warps that share its columns; the A operand of the forward pass's P·V product
+      (names in A_FROM_REGISTERS) stays in registers. A wgmma warpgroup reads its operands
+      from shared memory itself: A once, B once per consumer warpgroup. Bytes cost
+      bytes / (shared_memory_bandwidth_bytes_per_clock_per_sm × clock).
+    - Overlap. wgmma is asynchronous: the tensor core streams its operands from shared
+      memory while it computes, so an op takes max(tensor time, operand time). mma.sync's
+      operands are brought in by ldmatrix instructions of the same warps, through the same
+      issue slots and register fragments, and the MMA waits for them: tensor time + operand
+      time (MMA_SYNC_OPERANDS_OVERLAP = False; see docs/simulator.md)."""
+
+    __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo")
+
+    def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
+        instr = getattr(pipeline, "mma_instruction", "wgmma")
+        self.sync, self.readers = operand_readers(pipeline, threads_per_cta)
+        wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
+        self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
+        self.elem_bytes = elem_bytes
+        smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
+        self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
+        self.memo: dict = {}
+
+    def operand_bytes(self, op) -> int:
+        """Shared-memory bytes the CTA reads for one Mma's operands."""
+        return mma_operand_bytes(op, self.sync, self.readers, self.elem_bytes)
+
+    def work(self, op) -> float:
+        key = (op.name, op.m, op.n, op.k)
+        w = self.memo.get(key)
+        if w is None:
+            tensor = op.flops * self.scale
+            smem = self.operand_bytes(op) * self.smem_per_flop_rate
+            if self.sync and not MMA_SYNC_OPERANDS_OVERLAP:
+                w = tensor + smem
+            else:
+                w = tensor if tensor > smem else smem
+            self.memo[key] = w
+        return w
+
+
+
+def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
+    """Seconds the SMs' tensor servers spend on the kernel's Mma ops, summed over SMs:
+    MmaCost.work (instruction-class rate and, for mma.sync, the ldmatrix operand reads that
+    hold the same warps) over the server's rate. This, not FLOPs at peak, is the tensor busy
+    time that utilization and the binding resource are judged by."""
+    from .schedule import Loop, Mma
+
+    def work(program) -> float:
+        w = 0.0
+        for item in program:
+            if isinstance(item, Loop):
+                w += item.count * work(item.body)
+            elif isinstance(item, Mma):
+                w += cost.work(item)
+        return w
+    return sum(count * work(kernel.program(rep)) for rep, count in kernel.classes) \
+        / server_flops_per_s
