@@ -235,13 +235,21 @@ class Pipeline:
     mma_instruction: str = "wgmma"
 
 
+def _only_class(cta: int) -> int:
+    return 0
+
+
 @dataclass(frozen=True, eq=False)
 class Kernel:
     """One kernel launch: its shape and, for every CTA in launch order, its program.
 
-    `classes` lists (representative CTA, count) pairs: CTAs of one class have programs with
-    equal totals (they differ only in the batch/head coordinates), so counting never needs
-    every CTA's program built.
+    CTA classes: `classes` lists (representative CTA, count) pairs and `class_of(cta)` gives a
+    CTA's class (an index into `classes`). CTAs of one class have programs of one shape: the
+    same ops, loop counts and tile sizes, differing only in tile coordinates (batch, head,
+    block). So counting never builds every CTA's program, and the simulator costs a class
+    once. `class_period`: class_of(cta + class_period) == class_of(cta) for every CTA (the
+    classes repeat along the launch order; 1 when there is one class). The generator knows
+    which CTAs are alike and says so; a kernel of one class may leave class_of out.
     """
 
     name: str
@@ -251,10 +259,26 @@ class Kernel:
     cta_coord: Callable[[int], tuple]
     pipeline: Pipeline = Pipeline()
     coord_names: tuple = ("x", "y", "z")
+    class_of: Callable[[int], int] | None = None
+    class_period: int = 1
+
+    def __post_init__(self):
+        if self.class_of is None:
+            if len(self.classes) != 1:
+                raise ValueError(f"kernel {self.name} has {len(self.classes)} CTA classes but no "
+                                 "class_of saying which CTA is in which")
+            object.__setattr__(self, "class_of", _only_class)
+        if sum(count for _rep, count in self.classes) != self.num_ctas:
+            raise ValueError(f"kernel {self.name}: its CTA classes count "
+                             f"{sum(c for _r, c in self.classes)} CTAs, its grid {self.num_ctas}")
 
     @property
     def num_ctas(self) -> int:
         return self.launch.num_ctas
+
+    @property
+    def representatives(self) -> list:
+        return [rep for rep, _count in self.classes]
 
     def totals(self) -> Totals:
         t = Totals()
@@ -270,6 +294,56 @@ class Kernel:
         return t
 
 
+def classes_along_x(grid: tuple, key_of_x: Callable[[int], object]):
+    """CTA classes of a kernel whose CTAs differ only along grid x (x fastest in launch
+    order): CTAs whose x have equal keys (key_of_x: what decides the program's shape) form
+    one class. Returns (classes, class_of, class_period) for Kernel."""
+    from array import array
+    g0 = grid[0]
+    others = 1
+    for g in grid[1:]:
+        others *= g
+    index, reps, counts, seen = array("l"), [], [], {}
+    for x in range(g0):
+        key = key_of_x(x)
+        c = seen.get(key)
+        if c is None:
+            c = seen[key] = len(reps)
+            reps.append(x)
+            counts.append(0)
+        counts[c] += others
+        index.append(c)
+    classes = tuple(zip(reps, counts))
+    if len(reps) == 1:
+        return classes, _only_class, 1
+
+    def class_of(cta: int) -> int:
+        return index[cta % g0]
+    return classes, class_of, g0
+
+
+def classes_by_edges(grid: tuple, ragged_x: bool = True, ragged_y: bool = True):
+    """CTA classes of a tiled kernel whose last row and last column of tiles (grid x and y)
+    are short when ragged: interior, last column, last row, corner (those that exist).
+    Returns (classes, class_of, class_period) for Kernel."""
+    g0, g1, g2 = grid
+    rows = ((False, 0, g0 - 1), (True, g0 - 1, 1)) if ragged_x else ((False, 0, g0),)
+    cols = ((False, 0, g1 - 1), (True, g1 - 1, 1)) if ragged_y else ((False, 0, g1),)
+    classes, slot = [], {}
+    for last_i, i, ci in rows:
+        for last_j, j, cj in cols:
+            if ci * cj:
+                slot[last_i, last_j] = len(classes)
+                classes.append((i + j * g0, ci * cj * g2))
+    if len(classes) == 1:
+        return tuple(classes), _only_class, 1
+
+    def class_of(cta: int) -> int:
+        return slot[ragged_x and cta % g0 == g0 - 1,
+                    ragged_y and (cta // g0) % g1 == g1 - 1]
+    return tuple(classes), class_of, (g0 * g1 if ragged_y else g0)
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     algorithm: str
@@ -283,26 +357,3 @@ class Schedule:
         for k in self.kernels:
             t.add(k.totals())
         return t
-
-    def num_events(self) -> int:
-        return sum(len(list(expand(k.program(c)))) for k in self.kernels for c in range(k.num_ctas))
-
-    def event_table(self, max_events: int = 2_000_000):
-        """Every operation of every CTA as a pandas DataFrame (small problems only)."""
-        import pandas as pd
-
-        rows = []
-        for ki, k in enumerate(self.kernels):
-            for cta in range(k.num_ctas):
-                for seq, op in enumerate(expand(k.program(cta))):
-                    rows.append((ki, k.name, cta, seq, op.kind,
-                                 getattr(op, "tensor", getattr(op, "name", "")),
-                                 str(getattr(op, "coord", "")), getattr(op, "bytes", 0),
-                                 getattr(op, "flops", 0) if op.kind == "mma" else 0,
-                                 getattr(op, "count", 0)))
-                    if len(rows) > max_events:
-                        from .errors import IosimError
-                        raise IosimError(
-                            f"schedule has more than {max_events:,} events; expand a smaller problem")
-        return pd.DataFrame(rows, columns=["kernel_index", "kernel", "cta", "seq", "op", "name",
-                                           "coord", "bytes", "flops", "count"])

@@ -38,28 +38,29 @@ def test_l2_replay_counts_in_flight_groups_and_their_queue_position():
     """Four CTAs read one tile: the first misses, two arrive while it is in flight, the last
     after it landed. Closed forms: wait in units of one fetch (transfer + latency) and the
     expected place of a load in the burst its group releases, Σ g(g−1)/2 ÷ loads."""
-    from iosim.sim.l2model import replay
+    from iosim.sim.l2model import Stream, replay
     latency_s, bandwidth = 1.0, 100.0          # a 100-byte tile: transfer 1 s + latency 1 s
     key = ("K", 0, 0)
-    accesses = [(0.0, 0, 0, key, 100, 0, 0), (0.5, 1, 0, key, 100, 0, 0),
-                (1.5, 2, 0, key, 100, 0, 0), (3.0, 3, 0, key, 100, 0, 0)]
-    per, flush = replay(accesses, 1e6, 1, latency_s, "warm", bandwidth)
-    k = per[0]
-    assert k["miss"]["K"] == 100 and k["load"]["K"] == 400 and flush == 0
+    accesses = [(0.0, key, 100, 0, 0), (0.5, key, 100, 0, 0), (1.5, key, 100, 0, 0),
+                (3.0, key, 100, 0, 0)]
+    result = replay(accesses, [Stream(0, "K", 0)], 1e6, 1, latency_s, "warm", bandwidth)
+    k = result.kernels[0]
+    assert k.loads["K"].miss_bytes == 100 and k.loads["K"].bytes == 400
+    assert result.flush_bytes == 0
     # remaining fetch: 1 (miss), (2 − 0.5)/2, (2 − 1.5)/2, 0 (landed at 2 s)
-    assert k["wait"]["K"] == pytest.approx(1.0 + 0.75 + 0.25 + 0.0)
+    assert k.loads["K"].wait == pytest.approx(1.0 + 0.75 + 0.25 + 0.0)
     # one group of 3 (the miss and two merged hits), one load alone: (3·2/2 + 0) / 4
-    assert k["l2_queue_position"] == pytest.approx(0.75)
+    assert k.l2_queue_position == pytest.approx(0.75)
 
 
 def test_l2_replay_keeps_the_last_partial_waves_figures_apart():
-    from iosim.sim.l2model import replay
-    accesses = [(0.0, 0, 0, ("Q", 0), 10, 0, 0), (1.0, 1, 0, ("Q", 0), 10, 0, 1),
-                (2.0, 2, 0, ("Q", 1), 10, 0, 1)]
-    per, _ = replay(accesses, 1e6, 1, 1e-9, "warm", 1e12)
-    tail = per[0]["tail"]
-    assert per[0]["load"]["Q"] == 30 and per[0]["miss"]["Q"] == 20
-    assert tail["load"]["Q"] == 20 and tail["miss"]["Q"] == 10 and tail["loads"]["Q"] == 2
+    from iosim.sim.l2model import Stream, replay
+    streams = [Stream(0, "Q", 0), Stream(0, "Q", 1)]
+    accesses = [(0.0, ("Q", 0), 10, 0, 0), (1.0, ("Q", 0), 10, 0, 1), (2.0, ("Q", 1), 10, 0, 1)]
+    k = replay(accesses, streams, 1e6, 1, 1e-9, "warm", 1e12).kernels[0]
+    assert k.loads["Q"].bytes == 30 and k.loads["Q"].miss_bytes == 20
+    tail = k.tail_loads["Q"]
+    assert tail.bytes == 20 and tail.miss_bytes == 10 and tail.loads == 2
 
 
 def test_expected_memory_charges_in_flight_hits_the_rest_of_a_tile_fetch():

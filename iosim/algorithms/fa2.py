@@ -9,7 +9,8 @@ on chip and streams Q_i, dO_i, LSE_i, D_i; dQ_i is accumulated in fp32 with atom
 """
 from __future__ import annotations
 
-from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
+                        classes_along_x, loop)
 from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, grid_index,
                      kv_segments, pick_tiling, q_segments, rows_in_block)
 
@@ -95,8 +96,11 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int) -> tuple:
     return tuple(prog)
 
 
-def q_block_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline):
-    """A kernel with grid (Q blocks, batch, heads): the FA-2 forward launch shape."""
+def q_block_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline,
+                   shape_of_block=None):
+    """A kernel with grid (Q blocks, batch, heads): the FA-2 forward launch shape.
+    shape_of_block(i): what decides the shape of Q block i's program (default: its rows, for
+    programs that differ only in the ragged last block)."""
     n_q = ceil_div(problem.seq_q, t.block_q)
     grid = (n_q, problem.batch, problem.heads_q)
 
@@ -104,10 +108,18 @@ def q_block_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, p
         i, b, h = grid_index(cta, grid)
         return program_of(b, h, i)
 
+    classes, class_of, period = classes_along_x(
+        grid, shape_of_block or (lambda i: rows_in_block(i, t.block_q, problem.seq_q)))
     return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
-                  classes=tuple((i, problem.batch * problem.heads_q) for i in range(n_q)),
+                  classes=classes, class_of=class_of, class_period=period,
                   cta_coord=lambda cta: grid_index(cta, grid), pipeline=pipeline,
                   coord_names=("q_block", "batch", "head"))
+
+
+def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:
+    """What decides the shape of Q block i's forward program: its rows and KV segments."""
+    return (rows_in_block(i, t.block_q, problem.seq_q),
+            tuple(kv_segments(problem, i, t.block_q, t.block_kv)))
 
 
 def forward_kernels(problem, t: Tiling) -> tuple:
@@ -115,7 +127,8 @@ def forward_kernels(problem, t: Tiling) -> tuple:
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
         lambda b, h, i: fwd_program(problem, t, b, h, i),
-        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync")),)
+        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+        lambda i: fwd_block_shape(problem, t, i)),)
 
 
 # ---- backward -----------------------------------------------------------------------
@@ -186,7 +199,9 @@ def reduce_dkv_program(problem, t: Tiling, b, hk, j) -> tuple:
 
 
 def kv_block_kernel(name, problem, t: Tiling, heads: int, smem: int, regs: int, program_of,
-                    pipeline):
+                    pipeline, shape_of_block=None):
+    """A kernel with grid (KV blocks, batch, heads). shape_of_block(j): what decides the shape
+    of KV block j's program (default: its rows)."""
     n_kv = ceil_div(problem.seq_kv, t.block_kv)
     grid = (n_kv, problem.batch, heads)
 
@@ -194,10 +209,18 @@ def kv_block_kernel(name, problem, t: Tiling, heads: int, smem: int, regs: int, 
         j, b, h = grid_index(cta, grid)
         return program_of(b, h, j)
 
+    classes, class_of, period = classes_along_x(
+        grid, shape_of_block or (lambda j: rows_in_block(j, t.block_kv, problem.seq_kv)))
     return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
-                  classes=tuple((j, problem.batch * heads) for j in range(n_kv)),
+                  classes=classes, class_of=class_of, class_period=period,
                   cta_coord=lambda cta: grid_index(cta, grid), pipeline=pipeline,
                   coord_names=("kv_block", "batch", "head"))
+
+
+def bwd_block_shape(problem, t: Tiling, j: int) -> tuple:
+    """What decides the shape of KV block j's backward program: its rows and Q segments."""
+    return (rows_in_block(j, t.block_kv, problem.seq_kv),
+            tuple(q_segments(problem, j, t.block_q, t.block_kv)))
 
 
 def backward_kernels(problem, t: Tiling) -> tuple:
@@ -209,7 +232,8 @@ def backward_kernels(problem, t: Tiling) -> tuple:
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j),
-                        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync")),
+                        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+                        lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),
     ]

@@ -31,9 +31,9 @@ Only the forward pass is modelled; FA-3 needs TMA and wgmma (Hopper).
 from __future__ import annotations
 
 from ..errors import IosimError
-from ..schedule import Kernel, Launch, Pipeline, Schedule
+from ..schedule import Kernel, Launch, Pipeline, Schedule, classes_along_x
 from .common import Tiling, ceil_div, check_fits, grid_index, pick_tiling
-from .fa2 import fwd_program
+from .fa2 import fwd_block_shape, fwd_program
 
 FA3_REG_OVERHEAD = 24   # wgmma needs few address registers; producer/consumer barriers
 WGMMA_M = 64            # rows per consumer warpgroup
@@ -115,11 +115,12 @@ def kernel(problem, gpu, t: Tiling) -> Kernel:
         return fwd_program(problem, t, b, h, i)
 
     d, eb = problem.head_dim, problem.elem_bytes
+    classes, class_of, period = classes_along_x(
+        grid, lambda x: fwd_block_shape(problem, t, n_q - 1 - x if problem.causal else x))
     return Kernel(name="fa3_fwd",
                   launch=Launch(grid, t.threads, smem_bytes(t, d, eb), launch_registers(gpu, t)),
                   program=program,
-                  classes=tuple((x, problem.batch * problem.heads_q) for x in range(n_q)),
-                  cta_coord=coord,
+                  classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
                   pipeline=Pipeline(stages=t.stages, async_copy=True, warp_specialized=True,
                                     consumer_warpgroups=consumers(t), intra_overlap=True),
                   coord_names=("q_block", "head", "batch"))

@@ -31,7 +31,7 @@ from math import isqrt
 from ..errors import IosimError
 from ..schedule import Alu, Exp, Load, Mma, Pipeline, Schedule, Store, loop
 from .common import STAT_BYTES, Tiling, check_fits, kv_segments, rows_in_block
-from .fa2 import q_block_kernel
+from .fa2 import fwd_block_shape, q_block_kernel
 
 WARPS = 4
 
@@ -126,6 +126,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
     t = tiling(problem, gpu, fwd_overrides)
     d, eb = problem.head_dim, problem.elem_bytes
     kernel = q_block_kernel("square_fwd", problem, t, smem_bytes(t, d, eb), 32,
-                            lambda b, h, i: program(problem, t, b, h, i), Pipeline(stages=1))
+                            lambda b, h, i: program(problem, t, b, h, i), Pipeline(stages=1),
+                            lambda i: fwd_block_shape(problem, t, i))
     return Schedule("square", problem, {"fwd": t}, (kernel,),
                     (f"square tiles {t.block_q}×{t.block_kv}, d-chunk {d_chunk(t, d)}",))

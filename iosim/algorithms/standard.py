@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
+                        classes_by_edges, loop)
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
                      rows_in_block)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
@@ -124,14 +125,10 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
         i, j, b, h = coord(cta)
         return program_of(b, h, i, j)
 
-    classes = []
-    for i, ci in ((0, grid[0] - 1), (grid[0] - 1, 1)):
-        for j, cj in ((0, grid[1] - 1), (grid[1] - 1, 1)):
-            if ci * cj:
-                classes.append((i + j * grid[0], ci * cj * grid[2]))
+    classes, class_of, period = classes_by_edges(grid, m % bm != 0, n % bn != 0)
     return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
-                  classes=tuple(classes), cta_coord=coord, pipeline=pipeline,
-                  coord_names=("row_tile", "col_tile", "batch", "head"))
+                  classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
+                  pipeline=pipeline, coord_names=("row_tile", "col_tile", "batch", "head"))
 
 
 def gemm_kernel(name, problem, t: Tiling, mma: str, a: Operand, b: Operand, c: str, c_eb: int,

@@ -11,15 +11,15 @@
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from .classes import KernelClasses
 from ..machine import SmRates, tensor_server_busy_s
 from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
-from .fluid import run_kernel
+from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
@@ -47,6 +47,90 @@ def _tensors(program) -> set:
     return {op.tensor for op in _memory_ops(program)}
 
 
+@dataclass
+class KernelInfo:
+    """What the fast mode knows of one kernel before simulating it: its classes'
+    programs (by Kernel.classes), their shapes and unit busy times, its occupancy, totals."""
+
+    kernel: object
+    occ: int
+    totals: object
+    programs: list
+    shapes: list
+    rates: object
+    busy: list
+
+    @classmethod
+    def of(cls, kernel, gpu, dtype: str) -> "KernelInfo":
+        programs = [kernel.program(rep) for rep in kernel.representatives]
+        rates = kernel_rates(gpu, dtype, kernel)
+        return cls(kernel, ctas_per_sm(gpu, kernel), kernel.totals(), programs,
+                   [shape_key(p) for p in programs], rates,
+                   [busy_of_program(p, rates) for p in programs])
+
+
+@dataclass
+class KernelRows:
+    """One kernel's timeline rows as the fluid model emitted them, with its repeats."""
+
+    rows: list           # (kernel, cta, sm, start_s, end_s, stall, busy), emission order
+    marks: dict | None   # cta → (start_s, segment ends), for the L2 replay
+    repeats: list        # of fluid.Repeat
+
+    def marks_of(self, cta: int) -> tuple:
+        """Start and segment ends of a CTA, simulated or in a repeated period."""
+        hit = self.marks.get(cta)
+        if hit is not None:
+            return hit
+        for rep, by_residue in zip(self.repeats, self._residues()):
+            source = by_residue.get(cta % rep.cta_step)
+            if source is not None:
+                k = (cta - source) // rep.cta_step
+                if 1 <= k <= rep.times:
+                    start, ends = self.marks[source]
+                    dt = k * rep.time_step_s
+                    return start + dt, tuple(e + dt for e in ends)
+        raise KeyError(cta)
+
+    def _residues(self) -> list:
+        """Per repeat: CTA mod cta_step → the emitted CTA of the period it copies (a period's
+        CTAs have distinct residues: its copies never overlap)."""
+        if getattr(self, "_by_residue", None) is None:
+            self._by_residue = [{row[1] % rep.cta_step: row[1]
+                                 for row in self.rows[rep.first:rep.last]}
+                                for rep in self.repeats]
+        return self._by_residue
+
+
+def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float):
+    """ClassCosts of every class under every cohort's L2 figures (cohort-major)."""
+    costs, bytes_by_shape, profiles_by_shape = [], {}, {}
+    for ci, (c_miss, c_key) in enumerate(cohorts):
+        for p, shape in zip(info.programs, info.shapes):
+            ab = bytes_by_shape.get((shape, ci))
+            if ab is None:
+                ab = bytes_by_shape[shape, ci] = segment_bytes(p, c_miss, dram_scale)
+            prof = profiles_by_shape.get((shape, c_key))
+            if prof is None:         # classes of one shape share their profiles
+                prof = profiles_by_shape[shape, c_key] = tuple(
+                    tuple(characterizer.segment_profiles(p, k, c_key, span_s))
+                    for k in range(1, info.occ + 1))
+            costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
+                                    bool(p) and p[0].kind != "loop"))
+    return costs
+
+
+def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int) -> float:
+    """How long until the last of a first wave's first segments, all queued at once, has
+    its data: the group's mean first-segment bytes at the shared bandwidths."""
+    n_cls = len(info.programs)
+    first = [segment_bytes(p, miss, dram_scale) for p in info.programs]
+    mean_l2 = sum(b[0][0] for b in first) / n_cls
+    mean_dram = sum(b[1][0] for b in first) / n_cls
+    return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
+                       mean_dram / gpu.dram_bandwidth_bytes_per_s)
+
+
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
                   tail_miss=None, l2_queue=None):
@@ -55,15 +139,14 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
     the CTAs launched after them)."""
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
-    spans, marks = [], []
+    spans, runs = [], []
     t = 0.0
     l2_queue = l2_queue or [0.0] * len(schedule.kernels)
     touched: set = set()        # tensors earlier kernels loaded or stored
     for ki, (kernel, info) in enumerate(zip(schedule.kernels, infos)):
         if ki:
             t += gpu.launch_overhead_s
-        classes, occ = info["classes"], info["occ"]
-        ch = characterizers[ki]
+        occ = info.occ
         # the last partial wave may find its tiles in L2 already (an earlier wave fetched
         # them): its CTAs are classes of their own, with the replay's figures for them
         cohort_miss = [miss[ki]]
@@ -72,66 +155,40 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
             cohort_miss.append(tail_miss[ki])
         # (miss figures, profile memo key: the figures and the L2 queue factor)
         cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
-        n_cls = len(classes.programs)
-        programs = list(classes.programs) * len(cohorts)
-        shapes = info["shapes"] * len(cohorts)
-        seg_l2, seg_dram, seg_wait, bytes_by_shape = [], [], [], {}
-        for i, (p, shape) in enumerate(zip(programs, shapes)):
-            c_miss = cohorts[i // n_cls][0]
-            ab = bytes_by_shape.get((shape, i // n_cls))
-            if ab is None:
-                ab = bytes_by_shape[shape, i // n_cls] = segment_bytes(p, c_miss, dram_scale[ki])
-            seg_l2.append(ab[0])
-            seg_dram.append(ab[1])
-            seg_wait.append(ab[2])
-        # the first wave's first segments all queue at once: how long until the last has data
         group = min(kernel.num_ctas, occ * gpu.sm_count)
-        mean_l2 = sum(b[0] for b in seg_l2[:n_cls]) / n_cls
-        mean_dram = sum(b[0] for b in seg_dram[:n_cls]) / n_cls
-        span = group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
-                           mean_dram / gpu.dram_bandwidth_bytes_per_s)
-        by_shape: dict = {}          # classes of one shape share their profiles
-        seg_profiles = []
-        for i, (p, shape) in enumerate(zip(programs, shapes)):
-            c_key = cohorts[i // n_cls][1]
-            prof = by_shape.get((shape, c_key))
-            if prof is None:
-                prof = by_shape[shape, c_key] = [ch.segment_profiles(p, k, c_key, span)
-                                                 for k in range(1, occ + 1)]
-            seg_profiles.append(prof)
+        span = _burst_span(info, miss[ki], dram_scale[ki], gpu, group)
+        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span)
+        n_cls = len(info.programs)
+        class_of = kernel.class_of
         if len(cohorts) > 1:
-            def class_of(cta, _c=classes, _n=n_cls, _t=tail_start):
+            def class_of(cta, _c=kernel.class_of, _n=n_cls, _t=tail_start):
                 return _c(cta) + (_n if cta >= _t else 0)
-        else:
-            class_of = classes
-        burst_first = [bool(p) and p[0].kind != "loop" for p in programs]
         prologues = (first_wave_prologues(kernel, group, miss[ki],
                                           set() if cold_start else touched)
                      if first_loads_queue else None)
         if not cold_start:
-            for p in classes.programs:
+            for p in info.programs:
                 touched |= _tensors(p)
-        busy = info["busy"] * len(cohorts)
-        kmarks = {} if keep_marks(ki) else None
+        busy = info.busy * len(cohorts)
+        want = keep_marks(ki)
+        rows, kmarks = [], ({} if want else None)
 
-        rows = [None] * kernel.num_ctas     # the timeline lists CTAs in launch order
+        def emit(cta, cls, sm, s, e, stall, seg_ends, _ki=ki):
+            rows.append((_ki, cta, sm, s, e, stall, busy[cls]))
+            if kmarks is not None:
+                kmarks[cta] = (s, tuple(seg_ends))
 
-        def emit(cta, cls, sm, s, e, stall, seg_ends, _ki=ki, _marks=kmarks, _rows=rows):
-            _rows[cta] = (_ki, cta, sm, s, e, stall, busy[cls])
-            if _marks is not None and keep_marks(_ki, cta):
-                _marks[cta] = (s, tuple(seg_ends))
-
-        end = run_kernel(kernel.num_ctas if limits is None else limits[ki], class_of, seg_profiles,
-                         seg_l2, seg_dram, seg_wait, occ,
-                         gpu.sm_count, gpu.l2_bandwidth_bytes_per_s,
-                         gpu.dram_bandwidth_bytes_per_s, t, emit, burst_first,
-                         kmarks is not None, prologues,
-                         gpu.dram_latency_s)
-        timeline.extend_in_order([r for r in rows if r is not None])
-        spans.append((t, end, occ))
-        marks.append(kmarks)
-        t = end
-    return timeline, spans, marks
+        n = kernel.num_ctas if limits is None else limits[ki]
+        machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
+                               gpu.dram_bandwidth_bytes_per_s, gpu.dram_latency_s)
+        run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
+                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas)
+        kernel_rows = KernelRows(rows, kmarks, run.repeats)
+        timeline.add_kernel(rows, run.repeats)
+        spans.append((t, run.end_s, occ))
+        runs.append(kernel_rows)
+        t = run.end_s
+    return timeline, spans, runs
 
 
 class SamplingPlan:
@@ -140,8 +197,8 @@ class SamplingPlan:
 
     def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
         kernels = schedule.kernels
-        accesses = sum(i["totals"].loads + i["totals"].stores for i in infos)
-        largest = max((b.bytes for info in infos for p in info["classes"].programs
+        accesses = sum(i.totals.loads + i.totals.stores for i in infos)
+        largest = max((b.bytes for info in infos for p in info.programs
                        for b in _memory_ops(p)), default=1)
         cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * max(1, largest))))
         self.ratio = min(cap, max(1, ceil(accesses / budget)))
@@ -152,61 +209,85 @@ class SamplingPlan:
         if ctas > budget:
             fraction = min(fraction, budget / ctas)
         self.limits = [k.num_ctas if fraction >= 1.0 else
-                       min(k.num_ctas, max(info["occ"] * gpu.sm_count, ceil(k.num_ctas * fraction)))
+                       min(k.num_ctas, max(info.occ * gpu.sm_count, ceil(k.num_ctas * fraction)))
                        for k, info in zip(kernels, infos)]
 
     def __call__(self, ki: int, cta: int = 0) -> bool:
         return cta < self.limits[ki]
 
 
-def _l2_sample(schedule, plan: SamplingPlan, marks, tail_starts):
+def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts) -> AccessSampler:
     sampler = AccessSampler(plan.ratio)
     for ki, k in enumerate(schedule.kernels):
         stages = max(1, k.pipeline.stages)
-        kmarks = marks[ki]
+        marks_of = runs[ki].marks_of
         tail = tail_starts[ki] if tail_starts[ki] is not None else k.num_ctas
         for cta in range(plan.limits[ki]):
-            start_s, seg_ends = kmarks[cta]
+            start_s, seg_ends = marks_of(cta)
             sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages,
                         int(cta >= tail))
-    return sampler.out, {"l2_set_sampling_ratio": plan.ratio,
-                         "l2_sampled_accesses": len(sampler.out),
-                         "l2_simulated_ctas": list(plan.limits)}
+    return sampler
 
 
-def _scale(infos, per, flush):
-    """Scale the sampled L2 counts to every access of every kernel: per-kernel miss figures
-    for the dispatch (all CTAs; the last partial wave's CTAs, None where none was sampled),
-    DRAM store ratios, per-kernel memory counters, final flush bytes."""
-    miss, tail_miss, dram_scale, mems = [], [], [], []
-    l2_queue = [p["l2_queue_position"] for p in per]
-    total_store = sum(i["totals"].bytes_stored for i in infos)
-    sampled_store = sum(p["store"] for p in per)
-    for info, p in zip(infos, per):
-        tot = info["totals"]
-        sampled_load = sum(p["load"].values())
-        overall = (sum(p["miss"].values()) / sampled_load) if sampled_load else 1.0
-        ratios = {t: (p["miss"].get(t, 0) / p["load"][t] if p["load"].get(t) else overall)
-                  for t in tot.load_bytes}
-        waits = {t: (p["wait"].get(t, 0.0) / p["loads"][t] if p["loads"].get(t) else overall)
-                 for t in tot.load_bytes}
-        store_scale = (tot.bytes_stored / p["store"]) if p["store"] else 0.0
-        miss_bytes = sum(b * ratios[t] for t, b in tot.load_bytes.items())
-        read = miss_bytes + p["reduce_read"] * store_scale
-        write = p["writeback"] * store_scale
-        miss.append({t: (ratios[t], waits[t]) for t in tot.load_bytes})
-        tail = p["tail"]
-        tail_miss.append({t: ((tail["miss"][t] / tail["load"][t], tail["wait"][t] / tail["loads"][t])
-                              if tail["load"].get(t) else miss[-1][t]) for t in tot.load_bytes}
-                         if tail["load"] else None)
-        dram_scale.append((p["writeback"] + p["reduce_read"]) / p["store"] if p["store"] else 0.0)
-        mems.append({"dram_read_bytes": read, "dram_write_bytes": write,
-                     "load_miss_bytes": miss_bytes,
-                     "load_hit_bytes": tot.bytes_loaded - miss_bytes})
-    flush_bytes = flush * (total_store / sampled_store) if sampled_store else 0.0
+@dataclass
+class KernelMemory:
+    """One kernel's memory figures scaled to all of its accesses."""
+
+    dram_read_bytes: float
+    dram_write_bytes: float
+    load_miss_bytes: float
+    load_hit_bytes: float
+
+
+@dataclass
+class L2Figures:
+    """The replay, scaled to every access of every kernel (per kernel): miss figures
+    tensor → (miss ratio, DRAM wait per load) for all CTAs and for the last partial wave
+    (None where none was sampled), DRAM bytes per stored byte, memory counters, the L2 queue
+    position; and the final flush bytes."""
+
+    miss: list
+    tail_miss: list
+    dram_store_ratio: list
+    memory: list
+    l2_queue: list
+    flush_bytes: float
+
+
+def _miss_figures(loads: dict, tensors, fallback) -> dict:
+    """tensor → (miss ratio, wait per load) from sampled LoadCounts; `fallback(tensor)` for
+    tensors with no sampled load."""
+    return {t: ((loads[t].miss_bytes / loads[t].bytes, loads[t].wait / loads[t].loads)
+                if t in loads and loads[t].bytes else fallback(t)) for t in tensors}
+
+
+def _scale(infos, result) -> L2Figures:
+    """Scale the sampled L2 counts to every access of every kernel."""
+    miss, tail_miss, store_ratio, mems = [], [], [], []
+    total_store = sum(i.totals.bytes_stored for i in infos)
+    sampled_store = sum(k.store_bytes for k in result.kernels)
+    for info, k in zip(infos, result.kernels):
+        tot = info.totals
+        sampled_load = sum(c.bytes for c in k.loads.values())
+        overall = (sum(c.miss_bytes for c in k.loads.values()) / sampled_load
+                   if sampled_load else 1.0)
+        m = _miss_figures(k.loads, tot.load_bytes, lambda t: (overall, overall))
+        store_scale = (tot.bytes_stored / k.store_bytes) if k.store_bytes else 0.0
+        miss_bytes = sum(b * m[t][0] for t, b in tot.load_bytes.items())
+        miss.append(m)
+        tail_miss.append(_miss_figures(k.tail_loads, tot.load_bytes, lambda t: m[t])
+                         if k.tail_loads else None)
+        store_ratio.append((k.writeback_bytes + k.reduce_read_bytes) / k.store_bytes
+                           if k.store_bytes else 0.0)
+        mems.append(KernelMemory(miss_bytes + k.reduce_read_bytes * store_scale,
+                                 k.writeback_bytes * store_scale, miss_bytes,
+                                 tot.bytes_loaded - miss_bytes))
+    flush_bytes = (result.flush_bytes * (total_store / sampled_store) if sampled_store
+                   else 0.0)
     if mems:
-        mems[-1]["dram_write_bytes"] += flush_bytes
-    return miss, tail_miss, dram_scale, mems, flush_bytes, l2_queue
+        mems[-1].dram_write_bytes += flush_bytes
+    return L2Figures(miss, tail_miss, store_ratio, mems,
+                     [k.l2_queue_position for k in result.kernels], flush_bytes)
 
 
 def _memory_ops(items):
@@ -224,15 +305,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
     time_protocol = time_protocol or l2_protocol
     rates = SmRates.of(gpu, schedule.problem.dtype)      # the servers run at the wgmma rate
-    infos = []
-    for kernel in schedule.kernels:
-        classes = KernelClasses(kernel)
-        k_rates = kernel_rates(gpu, schedule.problem.dtype, kernel)
-        infos.append({"classes": classes, "occ": ctas_per_sm(gpu, kernel),
-                      "totals": kernel.totals(),
-                      "shapes": [shape_key(p) for p in classes.programs],
-                      "rates": k_rates,
-                      "busy": [busy_of_program(p, k_rates) for p in classes.programs]})
+    infos = [KernelInfo.of(k, gpu, schedule.problem.dtype) for k in schedule.kernels]
     characterizers = [Characterizer(gpu, rates, k.pipeline,
                                     kernel_mma_cost(gpu, schedule.problem, k))
                       for k in schedule.kernels]
@@ -241,36 +314,37 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
 
     # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
-    timeline, spans, marks = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
+    timeline, spans, runs = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
                                            [0.0] * n_k, characterizers, plan, plan.limits,
                                            first_loads_queue=False)
-    tail_starts = [tail_wave_start(k.num_ctas, i["occ"] * gpu.sm_count)
+    tail_starts = [tail_wave_start(k.num_ctas, i.occ * gpu.sm_count)
                    for k, i in zip(schedule.kernels, infos)]
-    accesses, sampling = _l2_sample(schedule, plan, marks, tail_starts)
-    del marks
-    by_protocol = {}
-    for protocol in dict.fromkeys((l2_protocol, time_protocol)):
-        per, flush = replay(accesses, capacity / plan.ratio, n_k, gpu.dram_latency_s, protocol,
-                            gpu.dram_bandwidth_bytes_per_s)
-        by_protocol[protocol] = _scale(infos, per, flush)
-    del accesses
-    _, _, _, mems, flush_bytes, _ = by_protocol[l2_protocol]
-    miss, tail_miss, dram_scale, _, _, l2_queue = by_protocol[time_protocol]
+    sampler = _l2_sample(schedule, plan, runs, tail_starts)
+    del runs
+    sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(sampler.out),
+                "l2_simulated_ctas": list(plan.limits)}
+    figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
+                                              capacity / plan.ratio, n_k, gpu.dram_latency_s,
+                                              protocol, gpu.dram_bandwidth_bytes_per_s))
+               for protocol in dict.fromkeys((l2_protocol, time_protocol))}
+    del sampler
+    counted, timed = figures[l2_protocol], figures[time_protocol]
+    mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    timeline, spans, _ = _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers,
-                                       lambda ki, cta=0: False,
-                                       cold_start=time_protocol == "ncu", tail_miss=tail_miss,
-                                       l2_queue=l2_queue)
-    kernels = [kernel_result(k, gpu, i["rates"], s, e, occ, m, i["totals"],
+    timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
+                                       characterizers, lambda ki: False,
+                                       cold_start=time_protocol == "ncu",
+                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue)
+    kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,
                                                   characterizers)]
-    total = {"dram_read_bytes": sum(m["dram_read_bytes"] for m in mems),
-             "dram_write_bytes": sum(m["dram_write_bytes"] for m in mems),
+    total = {"dram_read_bytes": sum(m.dram_read_bytes for m in mems),
+             "dram_write_bytes": sum(m.dram_write_bytes for m in mems),
              "dram_write_flush_bytes": flush_bytes,
-             "load_hit_bytes": sum(m["load_hit_bytes"] for m in mems),
-             "load_miss_bytes": sum(m["load_miss_bytes"] for m in mems)}
+             "load_hit_bytes": sum(m.load_hit_bytes for m in mems),
+             "load_miss_bytes": sum(m.load_miss_bytes for m in mems)}
     model = {"l2_effective_fraction": l2_effective_fraction,
              "l2_effective_capacity_bytes": capacity,
              "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
@@ -278,5 +352,5 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
              **({"time_protocol": time_protocol} if time_protocol != l2_protocol else {}),
              **sampling,
              "micro_simulations": sum(c.simulations for c in characterizers),
-             "cta_classes": [len(i["classes"].reps) for i in infos]}
+             "cta_classes": [len(i.programs) for i in infos]}
     return schedule_result("fast", schedule, gpu, kernels, total, timeline, model)

@@ -6,8 +6,21 @@ wave often finds its tiles in L2 already (fast.py gives it classes and L2 figure
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .characterize import split_segments
-from .pipeline import tile_key
+from .pipeline import issue_lead, tile_key
+
+
+@dataclass(frozen=True, slots=True)
+class PrologueTile:
+    """A tile a first-wave CTA loads at the start of its first loop."""
+
+    key: tuple        # the L2 tag (tensor, *coord)
+    bytes: int
+    fetch: float      # fraction of its bytes a first reader fetches from DRAM
+    wait: float       # expected DRAM wait the profiles already charge, in tile fetches
+    waited: bool      # whether the CTA waits for it before computing
 
 
 def _first_loads(items, env: dict) -> tuple:
@@ -38,19 +51,17 @@ def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> d
     after them issues at its start, as soon as the burst segment is done (after_burst =
     True): its first `stages` iterations (the buffered prologue, or a warp-specialized
     ring); when it starts with a loop, the loads of its first iteration before its first
-    compute op, issued at dispatch. tiles: ((tile key, bytes, fraction of the bytes a first
-    reader fetches from DRAM, expected DRAM wait the profiles already charge in units of a
-    tile fetch, whether the CTA waits for it before computing), ...). A tile no earlier
+    compute op, issued at dispatch. tiles: PrologueTile records. A tile no earlier
     kernel touched is fetched by its first reader; one an earlier kernel touched may still be
     in L2 (the replay's miss ratio)."""
     out = {}
-    ahead = max(1, kernel.pipeline.stages)
+    ahead = issue_lead(kernel.pipeline.stages) + 1    # iterations issued before 0 computes
 
     def tile(key, nbytes, waited):
         tensor = key[0]
-        return (key, nbytes,
-                miss.get(tensor, (1.0, 1.0))[0] if tensor in warm_tensors else 1.0,
-                min(1.0, miss.get(tensor, (0.0, 0.0))[1]), waited)
+        return PrologueTile(key, nbytes,
+                            miss.get(tensor, (1.0, 1.0))[0] if tensor in warm_tensors else 1.0,
+                            min(1.0, miss.get(tensor, (0.0, 0.0))[1]), waited)
 
     for cta in range(group):
         segs = split_segments(kernel.program(cta))

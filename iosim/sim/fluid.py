@@ -19,237 +19,413 @@ delay is added to its first segment (whose bytes then stay out of the fluid dema
 stagger this creates is what makes the end of a kernel ragged. A CTA dispatched alone puts its
 first segment into the fluid demand like any other.
 
+Steady state: the model is deterministic, and a kernel's CTA classes repeat along the launch
+order (Kernel.class_period). When the whole state at the dispatch of CTA c + P (every resident
+CTA's class, SM, segment, progress and rates; the burst queues) equals the state at the
+dispatch of CTA c shifted by a time T, the kernel is periodic from there on: every later
+period repeats the one between the two states, P CTAs and T seconds later. The model then
+skips the periods up to the kernel's last few and records them as a `Repeat` of the rows that
+period emitted. So the cost is O(CTAs of the transients), not O(CTAs): the periods are found,
+not assumed; a kernel that never settles is walked CTA by CTA.
+
 Events are segment completions (a heap keyed by virtual finish time) and dispatches
-(dispatch.py); their number is O(CTAs × segments).
+(dispatch.py).
 """
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from dataclasses import dataclass
 
 from .dispatch import SlotPicker
 from .memory import Server
 
-TIE = 1e-12   # completions within this relative virtual time are simultaneous
-(_CLS, _SM, _P, _VU, _D, _VER, _START, _INTR, _ACC, _K, _SEG, _EXTRA, _MARKS, _BURST,
- _PROF, _L2, _DRAM) = range(17)
+TIE = 1e-12              # completions within this relative virtual time are simultaneous
+STATE_TOLERANCE = 1e-9   # two states are equal when their times differ by less than this
+                         # fraction of the period (float rounding, not modelling)
+PERIOD_LAGS = 4          # a state is compared with the last 4 period boundaries
 
 
-def run_kernel(n: int, class_of, seg_profiles, seg_l2, seg_dram, seg_wait, occ: int,
-               sm_count: int,
-               l2_bandwidth: float, dram_bandwidth: float, start_s: float, emit,
-               burst_first, want_marks: bool = True, prologues=None,
-               dram_latency_s: float = 0.0):
-    """Simulate one kernel. seg_profiles[c][k-1][s] = (D, mem, tensor, exp, alu) of segment s
-    of class c at residency k; seg_l2[c][s], seg_dram[c][s]: its bytes; seg_wait[c][s]: the
-    fraction of its load bytes that wait for DRAM (a hit does not queue behind the
-    write-backs a burst reserved). Calls
-    emit(cta, cls, sm, start_s, end_s, stall4, segment_ends) per CTA. burst_first[c]: whether
-    class c's first segment is a burst of plain ops. prologues[cta]: the tiles a first-wave
-    CTA loads next, as soon as its burst segment is done (first_wave.first_wave_prologues).
-    Returns the end time."""
-    # a CTA dispatched alone runs its segments merged into one (fewer events; its phases
-    # matter only when many CTAs are in the same phase at once, i.e. in a burst)
-    merged_prof = [[[tuple(sum(v[i] for v in segs) for i in range(5))] for segs in by_k]
-                   for by_k in seg_profiles]
-    merged_l2 = [[sum(b)] for b in seg_l2]
-    merged_dram = [[sum(b)] for b in seg_dram]
-    fractions = []          # segment ends as fractions of the merged duration (residency 1)
-    for by_k in seg_profiles:
-        total, acc, f = sum(v[0] for v in by_k[0]), 0.0, []
-        for v in by_k[0]:
+@dataclass(frozen=True)
+class ClassCosts:
+    """What the fluid model needs of one CTA class (all per segment of split_segments)."""
+
+    profiles: tuple      # [k - 1][segment] = (duration_s, memory, tensor, exp, alu stall_s)
+    l2_bytes: tuple      # L2↔SM bytes
+    dram_bytes: tuple    # expected DRAM bytes
+    dram_wait: tuple     # fraction of the load bytes that wait for DRAM
+    burst_first: bool    # the first segment is plain ops (a dispatched group issues it at once)
+
+    def merged(self) -> "ClassCosts":
+        """The class as one segment: a CTA dispatched alone runs its segments merged (fewer
+        events; its phases matter only when many CTAs are in the same phase at once)."""
+        return ClassCosts(tuple((tuple(sum(v[i] for v in segs) for i in range(5)),)
+                                for segs in self.profiles),
+                          (sum(self.l2_bytes),), (sum(self.dram_bytes),), (0.0,), False)
+
+    def segment_fractions(self) -> list:
+        """Segment ends as fractions of the merged duration (residency 1)."""
+        total, acc, out = sum(v[0] for v in self.profiles[0]), 0.0, []
+        for v in self.profiles[0]:
             acc += v[0]
-            f.append(acc / total if total > 0 else 1.0)
-        fractions.append(f)
-    picker = SlotPicker(sm_count, occ)
-    l2_burst, dram_burst = Server(l2_bandwidth), Server(dram_bandwidth)
-    residents = [[] for _ in range(sm_count)]
-    state: dict = {}
-    heap: list = []
-    v_now = 0.0
-    t_now = start_s
-    demand = [0.0, 0.0]
-    scale = 1.0
-    next_cta = 0
-    end_s = start_s
+            out.append(acc / total if total > 0 else 1.0)
+        return out
 
-    def seg_bytes(st) -> tuple:
+
+@dataclass(frozen=True)
+class FluidMachine:
+    sm_count: int
+    ctas_per_sm: int
+    l2_bandwidth_bytes_per_s: float
+    dram_bandwidth_bytes_per_s: float
+    dram_latency_s: float
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Rows first..last − 1 (in emission order) of a kernel run, repeated `times` more times,
+    copy k (1..times) k·cta_step CTAs and k·time_step_s seconds later."""
+
+    first: int
+    last: int
+    times: int
+    cta_step: int
+    time_step_s: float
+
+
+@dataclass
+class KernelRun:
+    end_s: float
+    repeats: list        # of Repeat
+
+
+class _Cta:
+    """A running CTA: its class and SM, the current segment, progress p and duration at the
+    current residency, the virtual time p was last brought up to date, its accumulated
+    intrinsic time and stalls, the first-segment extra delay of a burst, its segment ends."""
+
+    __slots__ = ("cls", "sm", "p", "v_updated", "duration", "finish_v", "version", "start_s",
+                 "intrinsic_s", "stall", "k", "seg", "extra_s", "marks", "burst", "costs")
+
+    def __init__(self, cls: int, sm: int, v_now: float, t_now: float, costs: ClassCosts):
+        self.cls, self.sm, self.costs = cls, sm, costs
+        self.p, self.v_updated, self.duration, self.finish_v = 0.0, v_now, 0.0, 0.0
+        self.version, self.start_s, self.intrinsic_s = 0, t_now, 0.0
+        self.stall = [0.0, 0.0, 0.0, 0.0]
+        self.k, self.seg, self.extra_s, self.marks, self.burst = 0, 0, 0.0, [], False
+
+
+@dataclass(frozen=True)
+class _State:
+    """The model's state at a period boundary, relative to its clock (for comparison)."""
+
+    next_cta: int
+    t_now: float
+    emitted: int
+    discrete: tuple
+    times: tuple
+
+
+class FluidKernel:
+    """One kernel's run. costs[c]: class c's ClassCosts; class_of(cta) → class;
+    periodic_below: class_of repeats with period class_period for CTAs below it."""
+
+    def __init__(self, n: int, class_of, costs: list, machine: FluidMachine, start_s: float,
+                 emit, want_marks: bool = True, prologues=None, class_period: int = 0,
+                 periodic_below: int = 0):
+        self.n, self.class_of, self.costs, self.m = n, class_of, costs, machine
+        self.merged = [c.merged() for c in costs]
+        self.fractions = [c.segment_fractions() for c in costs]
+        self.emit, self.want_marks, self.prologues = emit, want_marks, prologues
+        self.picker = SlotPicker(machine.sm_count, machine.ctas_per_sm)
+        self.l2_burst = Server(machine.l2_bandwidth_bytes_per_s)
+        self.dram_burst = Server(machine.dram_bandwidth_bytes_per_s)
+        self.residents = [[] for _ in range(machine.sm_count)]
+        self.state: dict = {}
+        self.heap: list = []
+        self.v_now, self.t_now, self.end_s = 0.0, start_s, start_s
+        self.demand = [0.0, 0.0]
+        self.scale = 1.0
+        self.next_cta = 0
+        self.emitted = 0
+        self.repeats: list = []
+        slots = machine.sm_count * machine.ctas_per_sm
+        self.period = 0
+        if class_period > 0 and periodic_below > 0:
+            self.period = class_period * max(1, -(-slots // class_period))
+        self.periodic_below = periodic_below
+        self.boundaries: deque = deque(maxlen=PERIOD_LAGS)
+        self.last_boundary = -1
+
+    # ---- one CTA's rates --------------------------------------------------------------
+    def seg_bytes(self, st: _Cta) -> tuple:
         """(L2, DRAM) bytes of the current segment that enter the fluid demand (a burst CTA's
         first segment went through the burst servers)."""
-        seg = st[_SEG]
-        if seg == 0 and st[_BURST]:
+        if st.seg == 0 and st.burst:
             return 0.0, 0.0
-        return st[_L2][seg], st[_DRAM][seg]
+        return st.costs.l2_bytes[st.seg], st.costs.dram_bytes[st.seg]
 
-    def advance(st) -> None:
+    def advance(self, st: _Cta) -> None:
         """Bring progress of the current segment up to v_now (at the old rate)."""
-        dp = (v_now - st[_VU]) / st[_D]
+        dp = (self.v_now - st.v_updated) / st.duration
         if dp > 0.0:
-            st[_P] += dp
-            prof = st[_PROF][st[_K] - 1][st[_SEG]]
-            st[_INTR] += dp * st[_D]
-            acc = st[_ACC]
+            st.p += dp
+            prof = st.costs.profiles[st.k - 1][st.seg]
+            st.intrinsic_s += dp * st.duration
+            acc = st.stall
             for i in range(4):
                 acc[i] += dp * prof[1 + i]
-        st[_VU] = v_now
+        st.v_updated = self.v_now
 
-    def set_rate(cta: int, st) -> None:
+    def set_rate(self, cta: int, st: _Cta) -> None:
         """Switch the CTA's current segment to the SM's residency; reschedule its finish."""
-        seg = st[_SEG]
-        b_l2, b_dram = seg_bytes(st)
-        if st[_D] > 0.0:
-            advance(st)
-            demand[0] -= b_l2 / st[_D]
-            demand[1] -= b_dram / st[_D]
-        k = len(residents[st[_SM]])
-        st[_K] = k
-        d = st[_PROF][k - 1][seg][0] + (st[_EXTRA] if seg == 0 and st[_EXTRA] > 0 else 0.0)
-        st[_D] = d if d > 0.0 else 1e-18
-        st[_VU] = v_now
-        demand[0] += b_l2 / st[_D]
-        demand[1] += b_dram / st[_D]
-        st[_VER] += 1
-        remaining = 1.0 - st[_P]
-        heapq.heappush(heap, (v_now + (remaining if remaining > 0.0 else 0.0) * st[_D],
-                              cta, st[_VER]))
+        seg = st.seg
+        b_l2, b_dram = self.seg_bytes(st)
+        demand = self.demand
+        if st.duration > 0.0:
+            self.advance(st)
+            demand[0] -= b_l2 / st.duration
+            demand[1] -= b_dram / st.duration
+        k = len(self.residents[st.sm])
+        st.k = k
+        d = st.costs.profiles[k - 1][seg][0] + (st.extra_s if seg == 0 and st.extra_s > 0 else 0.0)
+        st.duration = d if d > 0.0 else 1e-18
+        st.v_updated = self.v_now
+        demand[0] += b_l2 / st.duration
+        demand[1] += b_dram / st.duration
+        st.version += 1
+        remaining = 1.0 - st.p
+        st.finish_v = self.v_now + (remaining if remaining > 0.0 else 0.0) * st.duration
+        heapq.heappush(self.heap, (st.finish_v, cta, st.version))
 
-    def rescale() -> None:
-        nonlocal scale
+    def rescale(self) -> None:
         s = 1.0
-        if demand[0] > 0.0 and l2_bandwidth < demand[0] * s:
-            s = l2_bandwidth / demand[0]
-        if demand[1] > 0.0 and dram_bandwidth < demand[1] * s:
-            s = dram_bandwidth / demand[1]
-        scale = s
+        demand, m = self.demand, self.m
+        if demand[0] > 0.0 and m.l2_bandwidth_bytes_per_s < demand[0] * s:
+            s = m.l2_bandwidth_bytes_per_s / demand[0]
+        if demand[1] > 0.0 and m.dram_bandwidth_bytes_per_s < demand[1] * s:
+            s = m.dram_bandwidth_bytes_per_s / demand[1]
+        self.scale = s
 
-    def dispatch() -> set:
-        nonlocal next_cta
+    # ---- dispatch ---------------------------------------------------------------------
+    def dispatch(self) -> set:
         touched = set()
         group, ctas = [], []
-        while next_cta < n:
-            sm = picker.pick()
+        while self.next_cta < self.n:
+            sm = self.picker.pick()
             if sm is None:
                 break
-            cta = next_cta
-            next_cta += 1
-            cls = class_of(cta)
-            st = [cls, sm, 0.0, v_now, 0.0, 0, t_now, 0.0, [0.0, 0.0, 0.0, 0.0], 0,
-                  0, 0.0, [], False, merged_prof[cls], merged_l2[cls], merged_dram[cls]]
-            state[cta] = st
-            residents[sm].append(cta)
+            cta = self.next_cta
+            self.next_cta += 1
+            cls = self.class_of(cta)
+            st = _Cta(cls, sm, self.v_now, self.t_now, self.merged[cls])
+            self.state[cta] = st
+            self.residents[sm].append(cta)
             touched.add(sm)
             group.append(st)
             ctas.append(cta)
         # dispatched together, or while an earlier burst is still queued: their first loads
         # queue in FIFO order (behind that burst)
-        if len(group) > 1 or (group and (l2_burst.free_s > t_now or dram_burst.free_s > t_now)):
+        t_now = self.t_now
+        if len(group) > 1 or (group and (self.l2_burst.free_s > t_now
+                                         or self.dram_burst.free_s > t_now)):
             for st in group:
-                cls = st[_CLS]
-                if burst_first[cls]:
-                    wait = max(l2_burst.reserve(t_now, seg_l2[cls][0])[0] - t_now,
-                               seg_wait[cls][0] * (dram_burst.reserve(t_now, seg_dram[cls][0])[0]
-                                                   - t_now))
-                    st[_BURST], st[_EXTRA], st[_ACC][0] = True, wait, wait
-                    st[_PROF], st[_L2], st[_DRAM] = seg_profiles[cls], seg_l2[cls], seg_dram[cls]
-            if prologues:
-                prologue_waits(group, ctas)
+                c = self.costs[st.cls]
+                if c.burst_first:
+                    wait = max(self.l2_burst.reserve(t_now, c.l2_bytes[0])[0] - t_now,
+                               c.dram_wait[0] * (self.dram_burst.reserve(t_now, c.dram_bytes[0])[0]
+                                                 - t_now))
+                    st.burst, st.extra_s, st.stall[0] = True, wait, wait
+                    st.costs = c
+            if self.prologues:
+                self.prologue_waits(group, ctas)
         return touched
 
-    def prologue_waits(group, ctas) -> None:
+    def prologue_waits(self, group, ctas) -> None:
         """A first-wave CTA's first loop loads (first_wave.first_wave_prologues) queue behind
         everything reserved before them: issued at dispatch when the program starts with
         the loop, else when its burst segment is done. A tile's first reader in the group
         fetches it from DRAM, later readers wait for that fetch (a hit on a line in flight).
         The delay beyond what the loop's profile charges is added to the first segment."""
-        dram_lat = dram_latency_s
+        dram_lat = self.m.dram_latency_s
+        l2_burst, dram_burst = self.l2_burst, self.dram_burst
         fetched = {}                 # tile → when its DRAM fetch completes
         for cta, st in zip(ctas, group):
-            entry = prologues.get(cta)
+            entry = self.prologues.get(cta)
             if entry is None:
                 continue
             after_burst, tiles = entry
             if after_burst:
-                if not st[_BURST]:
+                if not st.burst:
                     continue
-                k = len(residents[st[_SM]])
-                issue = t_now + st[_EXTRA] + seg_profiles[st[_CLS]][k - 1][0][0]
+                k = len(self.residents[st.sm])
+                issue = self.t_now + st.extra_s + self.costs[st.cls].profiles[k - 1][0][0]
             else:
-                issue = t_now
-            waited = [t for t in tiles if t[4]]
-            nbytes = sum(t[1] for t in waited)
+                issue = self.t_now
+            waited = [t for t in tiles if t.waited]
+            nbytes = sum(t.bytes for t in waited)
             ready = l2_burst.reserve(issue, nbytes)[1]
             modelled = issue + nbytes / l2_burst.rate      # the profile's own transfer ...
-            l2_burst.reserve(issue, sum(t[1] for t in tiles if not t[4]))  # the rest: no wait
-            for key, b, fetch, wait, must_wait in tiles:
-                done = fetched.get(key)
-                if done is None and fetch > 0.0:
-                    done = fetched[key] = dram_burst.reserve(issue, fetch * b)[1] + dram_lat
-                if must_wait:
+            l2_burst.reserve(issue, sum(t.bytes for t in tiles if not t.waited))  # no wait
+            for t in tiles:
+                done = fetched.get(t.key)
+                if done is None and t.fetch > 0.0:
+                    done = fetched[t.key] = dram_burst.reserve(issue, t.fetch * t.bytes)[1] + dram_lat
+                if t.waited:
                     # ... and expected DRAM wait
-                    modelled = max(modelled, issue + wait * (b / dram_burst.rate + dram_lat))
+                    modelled = max(modelled, issue + t.wait * (t.bytes / dram_burst.rate + dram_lat))
                     if done is not None:
                         ready = max(ready, done)
             extra = max(0.0, ready - modelled)
-            st[_EXTRA] += extra
-            st[_ACC][0] += extra
+            st.extra_s += extra
+            st.stall[0] += extra
 
-    def refresh(sms) -> None:
+    def refresh(self, sms) -> None:
         for sm in sorted(sms):
-            k = len(residents[sm])
-            for c in residents[sm]:
-                st = state[c]
-                if st[_K] != k:
-                    set_rate(c, st)
+            k = len(self.residents[sm])
+            for c in self.residents[sm]:
+                st = self.state[c]
+                if st.k != k:
+                    self.set_rate(c, st)
 
-    refresh(dispatch())
-    rescale()
-    while heap:
-        v_f, cta, version = heapq.heappop(heap)
-        st = state.get(cta)
-        if st is None or st[_VER] != version:
-            continue
+    # ---- completions --------------------------------------------------------------------
+    def pop_due(self):
+        """The CTAs whose segments finish next (within TIE), or None when none is left."""
+        heap, state = self.heap, self.state
+        while heap:
+            v_f, cta, version = heapq.heappop(heap)
+            st = state.get(cta)
+            if st is not None and st.version == version:
+                break
+        else:
+            return None
         due = [cta]
         limit = v_f + TIE * max(v_f, 1e-30)
         while heap and heap[0][0] <= limit:
             _, c2, ver2 = heapq.heappop(heap)
             st2 = state.get(c2)
-            if st2 is not None and st2[_VER] == ver2:
+            if st2 is not None and st2.version == ver2:
                 due.append(c2)
-        t_now += (v_f - v_now) / scale
-        v_now = v_f
-        touched = set()
+        self.t_now += (v_f - self.v_now) / self.scale
+        self.v_now = v_f
         if len(due) > 1:
             due.sort()
-        for c in due:
-            st = state[c]
-            cls, sm, seg = st[_CLS], st[_SM], st[_SEG]
-            advance(st)
-            b_l2, b_dram = seg_bytes(st)
-            demand[0] -= b_l2 / st[_D]
-            demand[1] -= b_dram / st[_D]
-            st[_MARKS].append(t_now)
-            if seg + 1 < len(st[_L2]):               # next segment of the same CTA
-                st[_SEG] = seg + 1
-                st[_P] = 0.0
-                st[_D] = 0.0
-                st[_K] = 0
-                set_rate(c, st)
-                continue
-            del state[c]
-            stall = list(st[_ACC])
-            # time lost to saturated shared bandwidth is memory stall
-            stall[0] += max(0.0, (t_now - st[_START]) - st[_INTR])
-            marks = st[_MARKS]
-            if want_marks and not st[_BURST]:
-                t0 = st[_START]
-                marks = [t0 + (t_now - t0) * f for f in fractions[cls]]
-            emit(c, cls, sm, st[_START], t_now, stall, marks)
-            residents[sm].remove(c)
-            picker.release(sm)
-            touched.add(sm)
-            end_s = t_now
-        touched |= dispatch()
-        refresh(touched)
-        if not state:
-            demand[0] = demand[1] = 0.0
-        rescale()
-    return end_s
+        return due
+
+    def finish_segment(self, c: int) -> int | None:
+        """CTA c finished its current segment: start its next one, or retire it (returns
+        its SM)."""
+        st = self.state[c]
+        self.advance(st)
+        b_l2, b_dram = self.seg_bytes(st)
+        self.demand[0] -= b_l2 / st.duration
+        self.demand[1] -= b_dram / st.duration
+        t_now = self.t_now
+        st.marks.append(t_now)
+        if st.seg + 1 < len(st.costs.l2_bytes):       # next segment of the same CTA
+            st.seg += 1
+            st.p = 0.0
+            st.duration = 0.0
+            st.k = 0
+            self.set_rate(c, st)
+            return None
+        del self.state[c]
+        stall = list(st.stall)
+        # time lost to saturated shared bandwidth is memory stall
+        stall[0] += max(0.0, (t_now - st.start_s) - st.intrinsic_s)
+        marks = st.marks
+        if self.want_marks and not st.burst:
+            t0 = st.start_s
+            marks = [t0 + (t_now - t0) * f for f in self.fractions[st.cls]]
+        self.emit(c, st.cls, st.sm, st.start_s, t_now, stall, marks)
+        self.emitted += 1
+        self.residents[st.sm].remove(c)
+        self.picker.release(st.sm)
+        self.end_s = t_now
+        return st.sm
+
+    def run(self) -> KernelRun:
+        self.refresh(self.dispatch())
+        self.rescale()
+        while True:
+            due = self.pop_due()
+            if due is None:
+                break
+            touched = set()
+            for c in due:
+                sm = self.finish_segment(c)
+                if sm is not None:
+                    touched.add(sm)
+            touched |= self.dispatch()
+            self.refresh(touched)
+            if not self.state:
+                self.demand[0] = self.demand[1] = 0.0
+            self.rescale()
+            if self.period and self.next_cta // self.period > self.last_boundary:
+                self.last_boundary = self.next_cta // self.period
+                self.at_boundary()
+        return KernelRun(self.end_s, self.repeats)
+
+    # ---- steady state -------------------------------------------------------------------
+    def snapshot(self) -> _State:
+        v, t = self.v_now, self.t_now
+        discrete, times = [self.next_cta % self.period], [
+            max(0.0, self.l2_burst.free_s - t), max(0.0, self.dram_burst.free_s - t)]
+        for c in sorted(self.state):
+            st = self.state[c]
+            discrete.append((c - self.next_cta, st.sm, st.cls, st.seg, st.k, st.burst,
+                             len(st.marks), st.costs is self.costs[st.cls]))
+            times += [st.p, st.duration, st.finish_v - v, st.extra_s, st.intrinsic_s,
+                      t - st.start_s, *st.stall, *(t - x for x in st.marks)]
+        return _State(self.next_cta, t, self.emitted, tuple(discrete), tuple(times))
+
+    def at_boundary(self) -> None:
+        """When the dispatches pass a multiple of the period: compare the state with the
+        last few such states; on a match (same CTA offset within the period, same resident
+        CTAs, times within STATE_TOLERANCE of the step), skip the periods that follow."""
+        now = self.snapshot()
+        for before in reversed(self.boundaries):
+            step_s = now.t_now - before.t_now
+            if (before.discrete == now.discrete and step_s > 0.0
+                    and all(abs(a - b) <= STATE_TOLERANCE * step_s
+                            for a, b in zip(before.times, now.times))):
+                self.skip(before, now)
+                self.boundaries.clear()
+                return
+        self.boundaries.append(now)
+
+    def skip(self, before: _State, now: _State) -> None:
+        """Insert copies of the period before → now until one period short of the end of
+        the periodic CTAs: relabel the residents, move the clock."""
+        cta_step = now.next_cta - before.next_cta
+        times = (min(self.n, self.periodic_below) - now.next_cta) // cta_step - 1
+        if times < 1:
+            return
+        shift_c, shift_s = times * cta_step, times * (now.t_now - before.t_now)
+        self.repeats.append(Repeat(before.emitted, now.emitted, times, cta_step,
+                                   now.t_now - before.t_now))
+        self.state = {c + shift_c: st for c, st in self.state.items()}
+        for st in self.state.values():
+            st.start_s += shift_s
+            st.marks = [x + shift_s for x in st.marks]
+        self.residents = [[c + shift_c for c in r] for r in self.residents]
+        state = self.state
+        self.heap = [(v, c + shift_c, ver) for v, c, ver in self.heap
+                     if c + shift_c in state and state[c + shift_c].version == ver]
+        heapq.heapify(self.heap)
+        self.l2_burst.free_s += shift_s
+        self.dram_burst.free_s += shift_s
+        self.t_now += shift_s
+        self.next_cta += shift_c
+
+
+def run_kernel(n: int, class_of, costs: list, machine: FluidMachine, start_s: float, emit,
+               want_marks: bool = True, prologues=None, class_period: int = 0,
+               periodic_below: int = 0) -> KernelRun:
+    """Simulate one kernel's first n CTAs. Calls emit(cta, cls, sm, start_s, end_s, stall4,
+    segment_ends) per simulated CTA; the returned KernelRun says which emitted rows repeat
+    for the CTAs the steady state skipped. prologues[cta]: the tiles a first-wave CTA loads
+    next (first_wave.first_wave_prologues). class_period, periodic_below: class_of repeats
+    with that period below that CTA (0: do not look for a steady state)."""
+    return FluidKernel(n, class_of, costs, machine, start_s, emit, want_marks, prologues,
+                       class_period, periodic_below).run()

@@ -20,15 +20,24 @@ Sampling, so that the cost does not grow with N²:
     prefix representative.
 Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio;
 write-backs and the final flush are scaled by stored bytes ÷ sampled stored bytes.
+
+An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
+(atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
+counts for (cohort 1: the kernel's last partial wave). Accesses are replayed in time order,
+ties in the order they were sampled.
 """
 from __future__ import annotations
 
 import zlib
-from collections import OrderedDict
+from dataclasses import dataclass, field
+from operator import itemgetter
 
 from ..schedule import Loop
+from .memory import TileLru
+from .pipeline import issue_lead
 
 TILES_PER_SAMPLED_CACHE = 32
+LOAD, STORE, REDUCE = 0, 1, 2
 
 
 class _Salt(dict):
@@ -54,172 +63,211 @@ def _ticks(items, memo: dict) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class Stream:
+    """What a sampled access counts for."""
+
+    kernel: int
+    tensor: str
+    cohort: int      # 1: the kernel's last partial wave
+
+
+def _op_code(op) -> int:
+    return LOAD if op.kind == "load" else (REDUCE if op.reduce else STORE)
+
+
 class AccessSampler:
+    """Places the sampled tile accesses of CTAs in time (see the module docstring)."""
+
     def __init__(self, ratio: int):
         self.ratio = ratio
         self.salt = _Salt()
         self.ticks_memo: dict = {}
-        self.out: list = []        # (time_s, serial, kernel, key, bytes, op, cohort)
-        self.serial = 0            # op: 0 load 1 store 2 reduce; cohort: 1 = last partial wave
+        self.out: list = []          # accesses (time_s, key, bytes, op, stream)
+        self.streams: list = []      # of Stream
+        self._stream_ids: dict = {}
+        self.kernel = self.cohort = 0
 
     def sampled(self, key: tuple) -> bool:
         if self.ratio == 1:
             return True
         return (key[-1] + self.salt[key[:-1]]) % self.ratio == 0
 
+    def stream(self, tensor: str) -> int:
+        k = (self.kernel, tensor, self.cohort)
+        sid = self._stream_ids.get(k)
+        if sid is None:
+            sid = self._stream_ids[k] = len(self.streams)
+            self.streams.append(Stream(*k))
+        return sid
+
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
             cohort: int = 0) -> None:
         """Place one CTA's accesses: segment s runs from the end of segment s−1 (or start_s)
         to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops."""
-        self.cohort = cohort
+        self.kernel, self.cohort = ki, cohort
         t0 = start_s
         for seg, t1 in zip(segments, seg_ends):
             ticks = _ticks(seg, self.ticks_memo)
-            self._walk(ki, seg, 0, {}, t0, (t1 - t0) / max(ticks, 1), stages)
+            self._walk(seg, 0, {}, t0, (t1 - t0) / max(ticks, 1), stages)
             t0 = t1
 
-    def _emit(self, t: float, ki: int, key, op) -> None:
-        code = 0 if op.kind == "load" else (2 if op.reduce else 1)
-        self.out.append((t, self.serial, ki, key, op.bytes, code, self.cohort))
-        self.serial += 1
-
-    def _walk(self, ki, items, pos, env, t0, dt, stages):
-        R = self.ratio
+    def _walk(self, items, pos, env, t0, dt, stages):
         for item in items:
             if not isinstance(item, Loop):
                 if item.kind in ("load", "store"):
                     key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
                                                  for c in item.coord)
                     if self.sampled(key):
-                        self._emit(t0 + dt * pos, ki, key, item)
+                        self.out.append((t0 + dt * pos, key, item.bytes, _op_code(item),
+                                         self.stream(item.tensor)))
                 pos += 1
                 continue
-            body, var, start, count = item.body, item.var, item.start, item.count
-            body_ticks = _ticks(body, self.ticks_memo)
-            if any(isinstance(b, Loop) for b in body):
+            body_ticks = _ticks(item.body, self.ticks_memo)
+            if any(isinstance(b, Loop) for b in item.body):
+                for v in range(item.start, item.start + item.count):
+                    env[item.var] = v
+                    self._walk(item.body, pos + (v - item.start) * body_ticks, env, t0, dt,
+                               stages)
+                env.pop(item.var, None)
+            else:
+                self._innermost(item, pos, env, t0, dt, stages, body_ticks)
+            pos += item.count * body_ticks
+
+    def _innermost(self, item, pos, env, t0, dt, stages, body_ticks):
+        """An innermost loop's memory ops; loads issued as the pipeline issues them
+        (pipeline.issue_lead iterations early)."""
+        body, var, start, count = item.body, item.var, item.start, item.count
+        R = self.ratio
+        lead = issue_lead(stages)
+        out = self.out
+        for idx, op in enumerate(body):
+            if op.kind not in ("load", "store"):
+                continue
+            ahead = lead if op.kind == "load" else 0
+            coord = op.coord
+            code, nbytes, sid = _op_code(op), op.bytes, self.stream(op.tensor)
+            if coord and coord[-1] == var and var not in coord[:-1]:
+                # the tile moves with the loop: its sampled iterations, arithmetically
+                head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                            for c in coord[:-1])
+                first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
+                base = t0 + dt * (pos + idx)
+                step = dt * body_ticks
+                for v in range(first, start + count, R):
+                    j = v - start - ahead
+                    out.append((base + step * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
+            else:
                 for v in range(start, start + count):
                     env[var] = v
-                    self._walk(ki, body, pos + (v - start) * body_ticks, env, t0, dt, stages)
+                    key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                               for c in coord)
+                    if self.sampled(key):
+                        j = v - start - ahead
+                        out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                    key, nbytes, code, sid))
                 env.pop(var, None)
-                pos += count * body_ticks
-                continue
-            has_loads = any(b.kind == "load" for b in body)
-            out = self.out
-            for idx, op in enumerate(body):
-                if op.kind not in ("load", "store"):
-                    continue
-                lead = (stages - 1) if (op.kind == "load" and has_loads) else 0
-                coord = op.coord
-                if coord and coord[-1] == var and var not in coord[:-1]:
-                    head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                                for c in coord[:-1])
-                    first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
-                    code = 0 if op.kind == "load" else (2 if op.reduce else 1)
-                    nbytes = op.bytes
-                    base = t0 + dt * (pos + idx)
-                    step = dt * body_ticks
-                    serial, cohort = self.serial, self.cohort
-                    for v in range(first, start + count, R):
-                        j = v - start - lead
-                        out.append((base + step * (j if j > 0 else 0), serial, ki, head + (v,),
-                                    nbytes, code, cohort))
-                        serial += 1
-                    self.serial = serial
-                else:
-                    for v in range(start, start + count):
-                        env[var] = v
-                        key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                                   for c in coord)
-                        if self.sampled(key):
-                            j = v - start - lead
-                            self._emit(t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
-                                       ki, key, op)
-                    env.pop(var, None)
-            pos += count * body_ticks
 
 
-def replay(accesses: list, capacity_bytes: float, n_kernels: int, dram_latency_s: float,
-           protocol: str = "warm", dram_bandwidth_bytes_per_s: float = float("inf")):
-    """Run sampled accesses through an LRU. Returns per-kernel dicts of sampled counts:
-    load / miss bytes per tensor, `wait` per tensor = Σ over loads of the DRAM wait in units of
-    dram_latency_s (1 for a miss, the remaining fraction for a hit on a line still arriving),
-    the same load figures for the last partial wave's CTAs alone under "tail",
-    and the dirty bytes left at the end (the final flush; 0 under the "ncu" protocol, where
-    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody)."""
-    accesses.sort()      # by (time, serial): serials are unique, so nothing else is compared
+@dataclass
+class LoadCounts:
+    """Sampled loads of one tensor: bytes, loads, bytes that missed, and the DRAM wait summed
+    over the loads in units of one tile fetch (1 for a miss, the remaining fraction for a
+    hit on a line still arriving)."""
+
+    bytes: int = 0
+    loads: int = 0
+    miss_bytes: int = 0
+    wait: float = 0.0
+
+    def add(self, other: "LoadCounts") -> None:
+        self.bytes += other.bytes
+        self.loads += other.loads
+        self.miss_bytes += other.miss_bytes
+        self.wait += other.wait
+
+
+@dataclass
+class KernelCounts:
+    """Sampled L2 counts of one kernel."""
+
+    store_bytes: int = 0
+    writeback_bytes: int = 0
+    reduce_read_bytes: int = 0
+    loads: dict = field(default_factory=dict)       # tensor → LoadCounts, every CTA
+    tail_loads: dict = field(default_factory=dict)  # tensor → LoadCounts, last partial wave
+    l2_queue_position: float = 0.0   # a load's expected place in the burst its line releases
+
+
+@dataclass
+class ReplayResult:
+    kernels: list          # of KernelCounts
+    flush_bytes: int       # dirty bytes left in L2 at the end (0 under "ncu")
+
+
+def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
+           dram_latency_s: float, protocol: str = "warm",
+           dram_bandwidth_bytes_per_s: float = float("inf")) -> ReplayResult:
+    """Run sampled accesses through the tile LRU (memory.TileLru) in time order. Under "ncu"
+    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody."""
+    accesses.sort(key=itemgetter(0))    # stable: ties in sampling order
+    kernel_of = [s.kernel for s in streams]
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
-        accesses.sort(key=lambda a: a[2])   # stable: time order inside each kernel
-    lines: OrderedDict = OrderedDict()
-    used = 0
-    current = 0
-    per = [{"store": 0, "writeback": 0, "reduce_read": 0} for _ in range(n_kernels)]
-    loads: dict = {}         # (kernel, tensor, cohort) → [bytes, count, miss bytes, wait]
+        accesses.sort(key=lambda a: kernel_of[a[4]])   # stable: time order inside each
+    lru = TileLru(capacity_bytes)
+    per = [KernelCounts() for _ in range(n_kernels)]
+    counts = [LoadCounts() for _ in streams]
     groups = [[] for _ in range(n_kernels)]
-    fetch_s = {}             # tile bytes → transfer + latency of one fetch
-    for t, _s, ki, key, nbytes, code, cohort in accesses:
+    fetch_s: dict = {}             # tile bytes → transfer + latency of one fetch
+    current = 0
+    for t, key, nbytes, code, sid in accesses:
+        ki = kernel_of[sid]
         if ncu and ki != current:            # profiler: write back + invalidate, unmeasured
-            lines.clear()
-            used = 0
+            lru.clear()
             current = ki
-        entry = lines.get(key)
-        if code == 0:
-            acc = loads.get((ki, key[0], cohort))
-            if acc is None:
-                acc = loads[ki, key[0], cohort] = [0, 0, 0, 0.0]
-            acc[0] += nbytes
-            acc[1] += 1
+        entry = lru.lookup(key)
+        if code == LOAD:
+            acc = counts[sid]
+            acc.bytes += nbytes
+            acc.loads += 1
             fetch = fetch_s.get(nbytes)
             if fetch is None:
                 fetch = fetch_s[nbytes] = nbytes / dram_bandwidth_bytes_per_s + dram_latency_s
             if entry is not None:
-                lines.move_to_end(key)
                 # a hit waits only if the line is still on its way from DRAM; then it joins
                 # the group of loads that the line's arrival releases together
                 if entry[2] > t:
-                    acc[3] += (entry[2] - t) / fetch
-                    if len(entry) > 3:
+                    acc.wait += (entry[2] - t) / fetch
+                    if entry[3] is not None:
                         entry[3][0] += 1
                 continue
-            acc[2] += nbytes
-            acc[3] += 1.0
+            acc.miss_bytes += nbytes
+            acc.wait += 1.0
             group = [1]
             groups[ki].append(group)
-            lines[key] = [nbytes, False, t + fetch, group]
+            per[ki].writeback_bytes += lru.insert(key, nbytes, False, t + fetch, group)
         else:
             k = per[ki]
-            k["store"] += nbytes
+            k.store_bytes += nbytes
             if entry is not None:
-                lines.move_to_end(key)
                 entry[1] = True
-                used += nbytes - entry[0]
-                entry[0] = nbytes
+                lru.resize(entry, nbytes)
                 continue
-            if code == 2:
-                k["reduce_read"] += nbytes
-            lines[key] = [nbytes, True, t]
-        used += nbytes
-        while used > capacity_bytes and len(lines) > 1:
-            _, (b, d, *_r) = lines.popitem(last=False)
-            used -= b
-            if d:
-                per[ki]["writeback"] += b
-    flush = 0 if ncu else sum(e[0] for e in lines.values() if e[1])
-    for ki, k in enumerate(per):
-        for part in ("all", "tail"):
-            k[part] = {"load": {}, "loads": {}, "miss": {}, "wait": {}}
-    for (ki, tensor, cohort), (nbytes, count, miss, wait) in sorted(loads.items()):
-        for part in (("all", "tail") if cohort else ("all",)):
-            d = per[ki][part]
-            d["load"][tensor] = d["load"].get(tensor, 0) + nbytes
-            d["loads"][tensor] = d["loads"].get(tensor, 0) + count
-            d["miss"][tensor] = d["miss"].get(tensor, 0) + miss
-            d["wait"][tensor] = d["wait"].get(tensor, 0.0) + wait
-    for ki, k in enumerate(per):
-        k.update(k.pop("all"))
-        n = sum(k["loads"].values())
+            if code == REDUCE:
+                k.reduce_read_bytes += nbytes
+            k.writeback_bytes += lru.insert(key, nbytes, True, t)
+    for sid in sorted(range(len(streams)),
+                      key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
+        s, c = streams[sid], counts[sid]
+        if not c.loads:
+            continue
+        for part in ((per[s.kernel].loads, per[s.kernel].tail_loads) if s.cohort
+                     else (per[s.kernel].loads,)):
+            part.setdefault(s.tensor, LoadCounts()).add(c)
+    for k, g in zip(per, groups):
+        n = sum(c.loads for c in k.loads.values())
         # CTAs released together by one line's arrival issue their next loads together: a
         # load's expected place in that burst, in loads of the same CTA's size ahead of it
-        k["l2_queue_position"] = (sum(g * (g - 1) / 2 for (g,) in groups[ki]) / n
-                                  if n else 0.0)
-    return per, flush
+        k.l2_queue_position = sum(x * (x - 1) / 2 for (x,) in g) / n if n else 0.0
+    return ReplayResult(per, 0 if ncu else lru.dirty_bytes())

@@ -56,8 +56,9 @@ class Server:
 
 class TileLru:
     """Fully associative LRU cache of tiles with a byte capacity. Entries: key → [bytes, dirty,
-    ready_s] where ready_s is when a missed line has arrived from DRAM (a hit on a line still in
-    flight waits for it, as an MSHR merge would)."""
+    ready_s, group] where ready_s is when a missed line has arrived from DRAM (a hit on a line
+    still in flight waits for it, as an MSHR merge would) and group, when given, counts the
+    loads that line's arrival releases (the fast mode's L2 replay)."""
 
     __slots__ = ("capacity_bytes", "used_bytes", "lines")
 
@@ -73,21 +74,30 @@ class TileLru:
             self.lines.move_to_end(key)
         return entry
 
-    def insert(self, key, nbytes: int, dirty: bool, ready_s: float) -> int:
+    def insert(self, key, nbytes: int, dirty: bool, ready_s: float, group=None) -> int:
         """Insert a line; evict LRU lines until it fits. Returns dirty bytes evicted."""
-        self.lines[key] = [nbytes, dirty, ready_s]
+        self.lines[key] = [nbytes, dirty, ready_s, group]
         self.used_bytes += nbytes
         written_back = 0
         lines = self.lines
         while self.used_bytes > self.capacity_bytes and len(lines) > 1:
-            _, (b, d, _r) = lines.popitem(last=False)
-            self.used_bytes -= b
-            if d:
-                written_back += b
+            _, entry = lines.popitem(last=False)
+            self.used_bytes -= entry[0]
+            if entry[1]:
+                written_back += entry[0]
         return written_back
+
+    def resize(self, entry: list, nbytes: int) -> None:
+        """A write of another size to a line already present (no eviction: as issued)."""
+        self.used_bytes += nbytes - entry[0]
+        entry[0] = nbytes
 
     def dirty_bytes(self) -> int:
         return sum(e[0] for e in self.lines.values() if e[1])
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.used_bytes = 0
 
 
 class MemoryCounters:
@@ -144,8 +154,7 @@ class ExactMemory:
         if entry is not None:
             entry[1] = True
             if entry[0] != nbytes:            # a differently sized write to the same tile
-                self.l2.used_bytes += nbytes - entry[0]
-                entry[0] = nbytes
+                self.l2.resize(entry, nbytes)
             return l2_done_s
         ready_s = l2_done_s
         if reduce:                            # read-modify-write: fetch the old value first
@@ -171,8 +180,7 @@ class ExactMemory:
         the L2 outside any kernel's measurement (no bytes counted, no time). Returns the dirty
         bytes dropped from the counts."""
         nbytes = self.l2.dirty_bytes()
-        self.l2.lines.clear()
-        self.l2.used_bytes = 0
+        self.l2.clear()
         return nbytes
 
 

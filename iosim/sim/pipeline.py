@@ -150,17 +150,27 @@ def _issue(ctx, loads, env_vars: dict) -> float:
     return ready
 
 
+def issue_lead(stages: int) -> int:
+    """How many iterations before its use a buffered loop issues an iteration's loads: with
+    `stages` shared-memory slots, iteration j + stages − 1 is issued at the start of
+    iteration j (its slot was freed by iteration j − 1), so the loop's first `stages`
+    iterations are issued before iteration 0 computes. The exact engine's loops, the L2
+    replay's placement of loads and the first wave's prologue all use this."""
+    return max(1, stages) - 1
+
+
 def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
     env, var, start, n = ctx.env, loop.var, loop.start, loop.count
-    stages = max(1, ctx.pipe.stages)
+    lead = issue_lead(ctx.pipe.stages)
+    stages = lead + 1
     ring = [0.0] * stages                     # slot j % stages: when iteration j's tiles land
-    for j in range(min(stages - 1, n)):
+    for j in range(min(lead, n)):
         env_vars[var] = start + j
         ring[j % stages] = _issue(ctx, loads, env_vars)
     for j in range(n):
-        if j + stages - 1 < n:                # slot of iteration j − 1 is free again
-            env_vars[var] = start + j + stages - 1
-            ring[(j + stages - 1) % stages] = _issue(ctx, loads, env_vars)
+        if j + lead < n:                      # slot of iteration j − 1 is free again
+            env_vars[var] = start + j + lead
+            ring[(j + lead) % stages] = _issue(ctx, loads, env_vars)
         ready = ring[j % stages]
         if ready > env.now:
             ctx.stall[MEM] += ready - env.now
