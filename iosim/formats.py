@@ -13,7 +13,7 @@ from typing import Literal, Optional, Union
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
-                      ValidationError, field_validator)
+                      ValidationError, field_validator, model_validator)
 
 from .errors import IosimError
 from .problem import DIRECTIONS, DTYPE_BYTES
@@ -54,8 +54,9 @@ def read_yaml(path: Path, what: str):
 def field_error(path, exc: ValidationError) -> IosimError:
     """`file:field: message` from pydantic's first error."""
     err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-    return IosimError(f"{Path(path).name}:{loc}: {err['msg']}")
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return IosimError(f"{Path(path).name}:{loc}: {msg}" if loc else f"{Path(path).name}: {msg}")
 
 
 def validated(model, data, path):
@@ -97,13 +98,30 @@ def _known_algorithm(name: str) -> str:
 
 
 class ScenarioFile(ProblemFields, TilingFields):
-    """iosim/data/scenarios/*.yaml or a user's scenario: a problem, a GPU, algorithms, tiling."""
+    """iosim/data/scenarios/*.yaml or a user's scenario: a problem, a GPU, algorithms, tiling.
+    Problem or tiling fields not typed here (added to AttentionProblem or the generators'
+    tiling keys later) pass through to AttentionProblem / build_schedule, which check them;
+    any other key is refused."""
 
+    model_config = ConfigDict(extra="allow")
     description: Optional[StrictStr] = None
     gpu: Optional[StrictStr] = None
     algorithm: Optional[StrictStr] = None
     algorithms: Optional[list[StrictStr]] = Field(default=None, min_length=1)
     seq_range: Optional[Union[StrictStr, StrictInt]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data):
+        from .algorithms import TILING_KEYS
+        from .problem import PROBLEM_KEYS
+        if isinstance(data, dict):
+            known = set(cls.model_fields) | set(PROBLEM_KEYS) | set(TILING_KEYS)
+            unknown = sorted(str(k) for k in data if k not in known)
+            if unknown:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(sorted(known))}")
+        return data
 
     @field_validator("algorithm")
     @classmethod
@@ -206,7 +224,8 @@ def load_measurements(path: Path) -> dict:
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
-            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {err['msg']}") from None
+            msg = err["msg"].removeprefix("Value error, ")
+            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {msg}") from None
         if m.id in out:
             raise IosimError(f"{Path(path).name}:line {line}:id: {m.id!r} appears twice")
         out[m.id] = row

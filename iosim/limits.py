@@ -45,8 +45,8 @@ def check_problem(problem, gpu) -> None:
     need, names = tensor_bytes(problem)
     if need > gpu.dram_capacity_bytes:
         raise LimitError(
-            f"the problem's tensors ({names}) take {need / 1e9:,.1f} GB but {gpu.short_name} "
-            f"has {gpu.dram_capacity_bytes / 1e9:,.1f} GB of DRAM; reduce batch, heads or seq")
+            f"the problem's tensors ({names}) take {need / 2**30:,.1f} GiB but {gpu.short_name} "
+            f"has {gpu.dram_capacity_bytes / 2**30:,.1f} GiB of DRAM; reduce batch, heads or seq")
 
 
 def schedule_size(schedule) -> dict:

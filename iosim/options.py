@@ -70,7 +70,6 @@ PROBLEM_OPTIONS = {
                      help="Causal mask, bottom-right aligned when seq-kv ≠ seq [no]."),
     "direction": option("--direction", type=click.Choice(list(DIRECTIONS)), help="[fwd]"),
 }
-assert set(PROBLEM_OPTIONS) == set(PROBLEM_KEYS), "one option per AttentionProblem field"
 
 TILING_OPTIONS = {
     "block_q": option("--block-q", type=POSITIVE, help="Override the Q (row) block size."),
@@ -79,7 +78,6 @@ TILING_OPTIONS = {
     "warps": option("--warps", type=POSITIVE, callback=_warps,
                     help=f"Override warps per CTA: a multiple of {WARPGROUP}, at most {MAX_WARPS}."),
 }
-assert set(TILING_OPTIONS) == set(TILING_KEYS)
 
 MODEL_OPTIONS = {
     "model": option("--model", type=click.Choice(["sim", "roofline"]), default="sim",
