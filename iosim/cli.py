@@ -1,142 +1,17 @@
 """Command-line interface: parses options and prints; the work lives in importable modules."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
-from pathlib import Path
 
 import click
 
 from .errors import IosimError
-
-PROBLEM_DEFAULTS = dict(batch=1, heads_q=32, heads_kv=None, seq_q=4096, seq_kv=None,
-                        head_dim=128, dtype="fp16", causal=False, direction="fwd")
-
-
-# ---- shared options, defined once ---------------------------------------------------------
-def problem_options(f):
-    opts = [
-        click.option("--scenario", help="Named scenario (iosim scenarios lists them) or a YAML path; "
-                                        "other options override its fields."),
-        click.option("--batch", type=int, help="Batch size [1]."),
-        click.option("--heads", "heads_q", type=int, help="Query heads [32]."),
-        click.option("--kv-heads", "heads_kv", type=int, help="KV heads (GQA/MQA) [= heads]."),
-        click.option("--seq", "seq_q", type=int, help="Sequence length (queries) [4096]."),
-        click.option("--seq-kv", "seq_kv", type=int, help="KV sequence length [= seq]."),
-        click.option("--head-dim", "head_dim", type=int, help="Head dimension [128]."),
-        click.option("--dtype", type=click.Choice(["fp16", "bf16", "fp8"]), help="[fp16]"),
-        click.option("--causal/--no-causal", default=None, help="Causal mask [no]."),
-        click.option("--direction", type=click.Choice(["fwd", "bwd", "fwd+bwd"]), help="[fwd]"),
-        click.option("--gpu", help="a100, h100, h200, or a GPU YAML path [h100]."),
-        click.option("--block-q", type=int, help="Override the Q (row) block size."),
-        click.option("--block-kv", type=int, help="Override the KV (column) block size."),
-        click.option("--stages", type=int, help="Override the pipeline depth."),
-        click.option("--warps", type=int, help="Override warps per CTA."),
-        click.option("--model", type=click.Choice(["sim", "roofline"]), default="sim",
-                     show_default=True, help="Time model."),
-        click.option("--mode", "sim_mode", type=click.Choice(["fast", "exact"]), default="fast",
-                     show_default=True, help="Simulator mode."),
-        click.option("--l2-samples", "l2_samples", type=click.IntRange(min=1000), default=None,
-                     help="Tile accesses the fast mode's L2 model replays [50000]; more is "
-                          "slower and, near the L2 capacity threshold, closer to exact mode."),
-        click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]),
-                     default="table", show_default=True),
-        click.option("-o", "--output", type=click.Path(dir_okay=False),
-                     help="Write to this file instead of stdout."),
-        click.option("--force", is_flag=True, help="Overwrite --output if it exists."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
-TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
-
-
-def resolve(kw: dict) -> tuple:
-    """(problem, gpu name, scenario dict, tiling overrides) from options and scenario."""
-    from .problem import AttentionProblem
-    from .scenarios import load_scenario
-    scen = load_scenario(kw["scenario"]) if kw.get("scenario") else {}
-    fields = {}
-    for key, default in PROBLEM_DEFAULTS.items():
-        value = kw.get(key)
-        fields[key] = value if value is not None else scen.get(key, default)
-    problem = AttentionProblem(**fields)
-    gpu = kw.get("gpu") or scen.get("gpu") or "h100"
-    tiling = {k: kw.get(k) if kw.get(k) is not None else scen.get(k) for k in TILING_KEYS}
-    return problem, gpu, scen, {k: v for k, v in tiling.items() if v is not None}
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        elif isinstance(v, (list, tuple)):
-            out[key] = json.dumps(v)
-        else:
-            out[key] = v
-    return out
-
-
-def to_csv(records: list) -> str:
-    rows = [flatten(r) for r in records]
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
-
-
-def emit(text: str, output: str | None, force: bool) -> None:
-    if not output:
-        click.echo(text.rstrip("\n"))
-        return
-    path = Path(output)
-    if path.exists() and not force:
-        raise IosimError(f"{output} exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text.endswith("\n") else text + "\n")
-    click.echo(f"wrote {output}", err=True)
-
-
-class IosimGroup(click.Group):
-    """Turns IosimError (and a few library errors) into one line and exit code 2; click's
-    usage errors (a bad option value, an unknown option) too, instead of its usage block."""
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
-             **extra):
-        try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-            code = rv if isinstance(rv, int) else 0
-        except click.ClickException as exc:
-            msg = " ".join(exc.format_message().split())
-            if isinstance(exc, click.UsageError) and exc.ctx is not None:
-                msg += f" (see '{exc.ctx.command_path} --help')"
-            click.echo(f"error: {msg}", err=True)
-            code = exc.exit_code
-        except click.Abort:
-            click.echo("aborted", err=True)
-            code = 1
-        if standalone_mode:
-            sys.exit(code)
-        return code
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except IosimError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(2)
-        except (ValueError, OSError) as exc:
-            msg = " ".join(str(exc).split()) or type(exc).__name__
-            click.echo(f"error: {msg}", err=True)
-            ctx.exit(2)
+from .formats import flatten, to_csv  # noqa: F401  (re-exported: iosim.cli.flatten)
+from .limits import LIMITS_HELP
+from .options import (ALGO_OPTION, ALGOS_OPTION, IosimGroup, algorithm_list, check_output,
+                      problem_options, resolve, say_warnings, use, write_output)
+from .options import algorithm as pick_algorithm
 
 
 # Commands that live with their subsystems; imported only when used, so `iosim run` starts fast.
@@ -201,50 +76,48 @@ def scenarios():
         click.echo(f"{name:<28} {load_scenario(name).get('description', '')}")
 
 
-@main.command()
-@click.option("--algo", "algorithm", help="standard, fa1, fa2, fa3 [fa2].")
+@main.command(help="Analyze one attention problem with one algorithm on one GPU.\n\n" + LIMITS_HELP)
+@use(ALGO_OPTION)
 @problem_options
 def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
-    """Analyze one attention problem with one algorithm on one GPU."""
     from .analysis.analyze import analyze
     from .report.text import analysis_table
-    problem, gpu, scen, tiling = resolve(kw)
-    algorithm = algorithm or scen.get("algorithm", "fa2")
-    a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
-                l2_samples=l2_samples, **tiling)
+    check_output(output, force)
+    r = resolve(kw)
+    name = pick_algorithm(algorithm, r.scenario)
+    say_warnings(r.problem)
+    a = analyze(r.problem, r.gpu, name, model=model, sim_mode=sim_mode,
+                l2_samples=l2_samples, **r.tiling)
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)
     elif fmt == "csv":
         text = to_csv([a.to_dict()])
     else:
         text = analysis_table(a)
-    emit(text, output, force)
+    write_output(text, output, force)
 
 
-@main.command()
-@click.option("--algos", default=None, help="Comma-separated algorithms [standard,fa1,fa2,fa3].")
+@main.command(help="Put algorithms side by side on one problem.\n\n" + LIMITS_HELP)
+@use(ALGOS_OPTION)
 @problem_options
 def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
-    """Put algorithms side by side on one problem."""
     from .analysis.analyze import analyze
     from .report.text import compare_table
-    problem, gpu, scen, tiling = resolve(kw)
-    names = [s.strip() for s in (algos or ",".join(scen.get("algorithms", [])) or
-                                 "standard,fa1,fa2,fa3").split(",") if s.strip()]
-    if problem.direction != "fwd":
-        names = [n for n in names if n != "fa3"] if algos is None else names
-    results = [analyze(problem, gpu, n, model=model, sim_mode=sim_mode, l2_samples=l2_samples,
-                       **tiling) for n in names]
+    check_output(output, force)
+    r = resolve(kw)
+    names = algorithm_list(algos, r.scenario)
+    if r.problem.direction != "fwd" and algos is None:
+        names = [n for n in names if n != "fa3"]      # FA-3 is forward only
+    say_warnings(r.problem)
+    results = [analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
+                       l2_samples=l2_samples, **r.tiling) for n in names]
     if fmt == "json":
-        text = json.dumps([r.to_dict() for r in results], indent=2)
+        text = json.dumps([x.to_dict() for x in results], indent=2)
     elif fmt == "csv":
-        text = to_csv([r.to_dict() for r in results])
+        text = to_csv([x.to_dict() for x in results])
     else:
-        text = (f"{results[0].gpu.name}: {problem.describe()}\n\n" + compare_table(results))
-    emit(text, output, force)
-
-
-
+        text = (f"{results[0].gpu.name}: {r.problem.describe()}\n\n" + compare_table(results))
+    write_output(text, output, force)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,11 +1,12 @@
 """GpuSpec: one GPU's figures, each with its source, loaded from iosim/data/gpus/*.yaml."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from .errors import IosimError
 from .paths import GPU_CONFIG_DIR
@@ -18,6 +19,55 @@ SHORT_NAMES = {
 }
 
 
+# Plausible ranges of a GPU file's figures (inclusive): a spec outside them is a typo or a unit
+# slip (GB/s for B/s, MHz for Hz), refused when a YAML file is loaded. They bracket every
+# NVIDIA datacenter GPU from V100 to B200 with one to three orders of magnitude of room
+# (datasheets and whitepapers: e.g. H100 SXM5 132 SMs, 1.98 GHz boost, 50 MiB L2,
+# 3.35 TB/s HBM3, 989 TFLOP/s dense fp16, 228 KiB shared memory per SM, 2048 threads per SM).
+# Hypothetical specs derived in code (GpuSpec.with_, e.g. a larger shared memory for the
+# lesson's M sweep) are only held to finite and positive.
+KiB, MiB, GiB = 2 ** 10, 2 ** 20, 2 ** 30
+PLAUSIBLE = {
+    "sm_count": (1, 1024),
+    "clock_hz": (0.1e9, 5e9),
+    "threads_per_sm_max": (32, 4096),
+    "ctas_per_sm_max": (1, 128),
+    "registers_per_sm": (1024, 1 << 20),
+    "registers_per_thread_max": (16, 1024),
+    "shared_memory_per_sm_bytes": (1 * KiB, 16 * MiB),
+    "shared_memory_per_block_bytes": (1 * KiB, 16 * MiB),
+    "shared_memory_bandwidth_bytes_per_clock_per_sm": (1, 4096),
+    "l2_capacity_bytes": (64 * KiB, 4 * GiB),
+    "l2_bandwidth_bytes_per_s": (1e9, 1e15),
+    "l2_latency_s": (1e-9, 1e-5),
+    "dram_capacity_bytes": (100e6, 10e12),
+    "dram_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_latency_s": (1e-8, 1e-4),
+    "fp32_flops_per_s": (1e9, 1e16),
+    "exp_per_clock_per_sm": (1, 1024),
+    "launch_overhead_s": (0, 1e-3),
+    "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
+}
+
+
+def _number(v):
+    """Numbers only (a YAML `true` is not 1), and finite (no .inf / .nan)."""
+    if isinstance(v, bool):
+        raise ValueError(f"must be a number, got {v!r}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"must be a finite number, got {v!r}")
+    return v
+
+
+def _plausible(name: str, v, info: ValidationInfo):
+    if v is None or not (info.context or {}).get("plausible"):
+        return v
+    lo, hi = PLAUSIBLE.get(name, (None, None))
+    if lo is not None and not lo <= v <= hi:
+        raise ValueError(f"{v:g} is outside the plausible range {lo:g} to {hi:g}")
+    return v
+
+
 class TensorRates(BaseModel):
     """Dense tensor-core throughput in FLOP/s (no sparsity); null where the GPU lacks the type."""
 
@@ -26,6 +76,16 @@ class TensorRates(BaseModel):
     bf16: float = Field(gt=0)
     tf32: float = Field(gt=0)
     fp8: Optional[float] = Field(default=None, gt=0)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _finite_number(cls, v):
+        return _number(v)
+
+    @field_validator("*")
+    @classmethod
+    def _in_range(cls, v, info: ValidationInfo):
+        return _plausible(info.field_name, v, info)
 
 
 class Features(BaseModel):
@@ -66,6 +126,18 @@ class GpuSpec(BaseModel):
     launch_overhead_s: float = Field(ge=0)
     features: Features
     sources: dict[str, str]
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _finite_number(cls, v, info: ValidationInfo):
+        if cls.model_fields[info.field_name].annotation in (int, float):
+            return _number(v)
+        return v
+
+    @field_validator("*")
+    @classmethod
+    def _in_range(cls, v, info: ValidationInfo):
+        return _plausible(info.field_name, v, info)
 
     @model_validator(mode="after")
     def _every_figure_has_a_source(self):
@@ -126,6 +198,8 @@ def _known_names() -> list[str]:
 def _resolve(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
+        if p.is_dir():
+            raise IosimError(f"GPU config {name_or_path} is a directory, not a YAML file")
         if not p.is_file():
             raise IosimError(f"GPU config file not found: {name_or_path}")
         return p
@@ -142,18 +216,15 @@ def load_gpu(name_or_path: "str | GpuSpec") -> GpuSpec:
     """Load a GpuSpec by short name (a100, h100, h200), config stem, or YAML path."""
     if isinstance(name_or_path, GpuSpec):
         return name_or_path
+    from .formats import read_yaml
     path = _resolve(str(name_or_path))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise IosimError(f"malformed YAML in {path}{where}") from None
+    data = read_yaml(path, "GPU config")
     if not isinstance(data, dict):
         raise IosimError(f"{path} must hold a mapping of GPU figures")
-    try:
-        return GpuSpec.model_validate(data)
+    try:   # files are held to the plausible ranges (PLAUSIBLE); derived specs are not
+        return GpuSpec.model_validate(data, context={"plausible": True})
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "spec"
-        raise IosimError(f"invalid GPU config {path.name}: {loc}: {err['msg']}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise IosimError(f"invalid GPU config {path.name}: {loc}: {msg}") from None

@@ -1,9 +1,10 @@
 """AttentionProblem: the shape of one attention call (what is computed, not how)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from .errors import IosimError
+from .limits import MAX_SEQ
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
 DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
@@ -17,7 +18,9 @@ class AttentionProblem:
     """softmax(Q Kᵀ / √d) V for `batch` × `heads_q` heads.
 
     Causal masking is aligned to the bottom-right corner (as FlashAttention ≥ 2.1 does):
-    query row r may attend key column c iff c ≤ r + (seq_kv − seq_q).
+    query row r may attend key column c iff c ≤ r + (seq_kv − seq_q). With seq_kv < seq_q the
+    first seq_q − seq_kv rows attend no key (FlashAttention writes zeros there); such a problem
+    is accepted, counted with those rows' zero pairs, and `warnings()` says so.
     """
 
     batch: int = 1
@@ -39,6 +42,10 @@ class AttentionProblem:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise IosimError(f"{OPTION_NAMES[name]} must be a positive integer, got {value!r}")
+        for name in ("seq_q", "seq_kv"):
+            if getattr(self, name) > MAX_SEQ:
+                raise IosimError(f"{OPTION_NAMES[name]} {getattr(self, name):,} is above the limit "
+                                 f"of {MAX_SEQ:,} tokens (docs/limits.md)")
         if self.heads_q % self.heads_kv:
             raise IosimError(
                 f"heads ({self.heads_q}) must be a multiple of kv-heads ({self.heads_kv}) for GQA/MQA")
@@ -46,10 +53,23 @@ class AttentionProblem:
             raise IosimError(
                 f"unsupported head dim {self.head_dim}; supported: "
                 + ", ".join(map(str, SUPPORTED_HEAD_DIMS)))
-        if self.dtype not in DTYPE_BYTES:
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPE_BYTES:
             raise IosimError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPE_BYTES)}")
-        if self.direction not in DIRECTIONS:
+        if not isinstance(self.causal, bool):
+            raise IosimError(f"causal must be true or false, got {self.causal!r}")
+        if not isinstance(self.direction, str) or self.direction not in DIRECTIONS:
             raise IosimError(f"unknown direction {self.direction!r}; choose one of: {', '.join(DIRECTIONS)}")
+        if self.dtype == "fp8" and self.direction != "fwd":
+            raise IosimError(f"direction {self.direction} with dtype fp8: iosim models no fp8 "
+                             f"backward pass; use fp16 or bf16, or direction fwd")
+
+    def warnings(self) -> list[str]:
+        """Accepted but probably unintended: said on stderr by the CLI, warned by the API."""
+        if self.causal and self.seq_kv < self.seq_q:
+            rows = self.seq_q - self.seq_kv
+            return [f"causal with seq-kv {self.seq_kv} < seq {self.seq_q}: under the bottom-right "
+                    f"aligned mask the first {rows:,} query rows attend no key (output zero)"]
+        return []
 
     # ---- derived sizes -------------------------------------------------------------
     @property
@@ -110,3 +130,10 @@ class AttentionProblem:
         seq = f"{self.seq_q}" if self.seq_q == self.seq_kv else f"{self.seq_q}×{self.seq_kv}"
         return (f"batch {self.batch}, heads {self.heads_q}{gqa}, seq {seq}, d {self.head_dim}, "
                 f"{self.dtype}, {'causal' if self.causal else 'non-causal'}, {self.direction}")
+
+
+# The problem vocabulary, defined once: field names as files and the API spell them, their
+# defaults, and the CLI option of each (options.py builds the click options from these).
+PROBLEM_KEYS = tuple(f.name for f in fields(AttentionProblem))
+PROBLEM_DEFAULTS = {f.name: f.default for f in fields(AttentionProblem)}
+OPTION_NAMES.update(dtype="dtype", causal="causal", direction="direction")

@@ -1,17 +1,15 @@
-"""Named problems in iosim/data/scenarios/*.yaml: a problem, a GPU, an algorithm and tiling fields."""
+"""Named problems in iosim/data/scenarios/*.yaml: a problem, a GPU, an algorithm and tiling fields
+(the file format is formats.ScenarioFile)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from .errors import IosimError
+from .formats import ScenarioFile, load_scenario_file
 from .paths import SCENARIO_DIR
+from .problem import PROBLEM_KEYS
 
-PROBLEM_KEYS = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype",
-                "causal", "direction"}
-OTHER_KEYS = {"gpu", "algorithm", "algorithms", "description", "block_q", "block_kv", "stages",
-              "warps", "seq_range"}
+OTHER_KEYS = set(ScenarioFile.model_fields) - set(PROBLEM_KEYS)
 
 
 def available_scenarios() -> list[str]:
@@ -19,19 +17,12 @@ def available_scenarios() -> list[str]:
 
 
 def load_scenario(name_or_path: str) -> dict:
+    """The fields a scenario sets (validated), by bundled name or by path."""
     p = Path(name_or_path)
-    if not (p.suffix in (".yaml", ".yml") and p.is_file()):
-        p = SCENARIO_DIR / f"{name_or_path}.yaml"
-    if not p.is_file():
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return load_scenario_file(p)
+    bundled = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if not bundled.is_file():
         raise IosimError(f"unknown scenario {name_or_path!r}; available: "
                          + ", ".join(available_scenarios()))
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError:
-        raise IosimError(f"malformed YAML in scenario {p}") from None
-    if not isinstance(data, dict):
-        raise IosimError(f"scenario {p} must hold a mapping")
-    unknown = set(data) - PROBLEM_KEYS - OTHER_KEYS
-    if unknown:
-        raise IosimError(f"scenario {p.name}: unknown field(s) {', '.join(sorted(unknown))}")
-    return data
+    return load_scenario_file(bundled)

@@ -27,7 +27,7 @@ def test_run_table_names_the_binding_resource():
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (["run", "--seq", "0"], "seq must be a positive integer"),
+    (["run", "--seq", "0"], "'--seq': 0 is not in the range 1<=x<=16777216"),
     (["run", "--gpu", "nope"], "unknown GPU"),
     (["run", "--algo", "fa9"], "unknown algorithm"),
     (["run", "--head-dim", "100"], "unsupported head dim"),

@@ -39,7 +39,7 @@ def test_section_uses_the_problem_options():
 @pytest.mark.parametrize("args,fragment", [
     (["--section", "9"], "unknown section"),
     (["--section", "nope"], "unknown section"),
-    (["--seq", "0"], "seq must be a positive integer"),
+    (["--seq", "0"], "'--seq': 0 is not in the range"),
     (["--gpu", "nope"], "unknown GPU"),
     (["--head-dim", "100"], "unsupported head dim"),
     (["--section", "1", "--html", "x.html"], "do not combine"),

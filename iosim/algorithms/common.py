@@ -149,11 +149,24 @@ class Tiling:
         return f"{self.block_q}×{self.block_kv}, {self.stages} stage(s), {self.warps} warps"
 
 
+WARPGROUP = 4        # warps of one warpgroup: the unit of Hopper's wgmma and of iosim's kernels
+MAX_WARPS = 32       # 1024 threads, CUDA's limit per CTA
+
+
+def check_warps(warps) -> None:
+    """Warps per CTA must make whole warpgroups and fit a CTA: 4, 8, ..., 32."""
+    if (not isinstance(warps, int) or isinstance(warps, bool) or warps <= 0
+            or warps % WARPGROUP or warps > MAX_WARPS):
+        raise IosimError(f"warps must be a multiple of {WARPGROUP} (whole warpgroups) from "
+                         f"{WARPGROUP} to {MAX_WARPS} (1024 threads), got {warps!r}")
+
+
 def validate_tiling(t: Tiling) -> None:
     for name in ("block_q", "block_kv", "stages", "warps"):
         v = getattr(t, name)
-        if not isinstance(v, int) or v <= 0:
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise IosimError(f"{name.replace('_', '-')} must be a positive integer, got {v!r}")
+    check_warps(t.warps)
     for name in ("block_q", "block_kv"):
         if getattr(t, name) % 16:
             raise IosimError(f"{name.replace('_', '-')} must be a multiple of 16 (tensor-core tile), "

@@ -30,7 +30,7 @@ from math import isqrt
 
 from ..errors import IosimError
 from ..schedule import Alu, Exp, Load, Mma, Pipeline, Schedule, Store, loop
-from .common import STAT_BYTES, Tiling, check_fits, kv_segments, rows_in_block
+from .common import STAT_BYTES, Tiling, check_fits, check_warps, kv_segments, rows_in_block
 from .fa2 import fwd_block_shape, q_block_kernel
 
 WARPS = 4
@@ -64,6 +64,7 @@ def tiling(problem, gpu, overrides: dict) -> Tiling:
         v = getattr(t, name)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise IosimError(f"{name.replace('_', '-')} must be a positive integer, got {v!r}")
+    check_warps(t.warps)
     d, eb = problem.head_dim, problem.elem_bytes
     check_fits(gpu, f"square tiling {t.block_q}×{t.block_kv} (d-chunk {d_chunk(t, d)}) at d={d}",
                smem_bytes(t, d, eb), 32, t.threads,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..algorithms import build_schedule
 from ..machine import occupancy
 from ..hardware import load_gpu
+from ..limits import check_problem, check_schedule
 from .bounds import IoBounds, io_bounds
 from .counters import Counters, count
 from .roofline import Roofline, roofline
@@ -122,7 +123,9 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     if model not in MODELS:
         raise IosimError(f"unknown model {model!r}; choose from: {', '.join(MODELS)}")
     gpu = load_gpu(gpu)
+    check_problem(problem, gpu)                        # size limits: docs/limits.md
     schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    check_schedule(schedule, model, sim_mode)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
     sim = _simulate(schedule, gpu, sim_mode, l2_samples) if model == "sim" else None

@@ -20,7 +20,6 @@ probes in iosim/data/validation/l2_probe.csv and the training rows' DRAM bytes.
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
@@ -29,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import yaml
 
 from ..errors import IosimError
+from ..formats import load_measurements as load_measurement_rows
+from ..formats import load_sweep
 from ..paths import VALIDATION_DIR
+from ..problem import PROBLEM_KEYS
 
 
 BUDGETS = {  # issue #5's error budgets
@@ -40,8 +41,6 @@ BUDGETS = {  # issue #5's error budgets
                 "time_mape": 0.10, "time_max_abs_err": 0.20},
     "external": {"time_mape": 0.15},
 }
-PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype",
-                "causal", "direction")
 
 
 @dataclass
@@ -97,8 +96,7 @@ def load_measurements(path: Path) -> dict:
     if not path.is_file():
         raise IosimError(f"no measurements at {path}; run the sweep on a GPU first "
                          f"(iosim/data/validation/README.md)")
-    with path.open() as f:
-        return {r["id"]: r for r in csv.DictReader(f)}
+    return load_measurement_rows(path)      # every row typed (formats.MeasurementRow)
 
 
 def is_train(position: int) -> bool:
@@ -227,7 +225,7 @@ def validate_dataset(sweep_path: Path | None = None, measured_path: Path | None 
                      gpu: str | None = None) -> tuple[list, dict, dict]:
     sweep_path = sweep_path or VALIDATION_DIR / "sweep.yaml"
     measured_path = measured_path or VALIDATION_DIR / "measured_h200.csv"
-    sweep = yaml.safe_load(Path(sweep_path).read_text())
+    sweep = load_sweep(Path(sweep_path))     # typed (formats.SweepFile)
     rows = predict_rows(sweep, load_measurements(Path(measured_path)), gpu)
     if not rows:
         raise IosimError(f"no configuration of {sweep_path} has a measurement in {measured_path}")

@@ -6,52 +6,37 @@ from pathlib import Path
 
 import click
 
-from ..cli import PROBLEM_DEFAULTS, TILING_KEYS
 from ..errors import IosimError
+from ..limits import LIMITS_HELP, LimitError, MAX_SIM_CTAS
+from ..options import (ALGOS_OPTION, GPU_OPTION, MODEL_OPTIONS, PROBLEM_OPTIONS, SCENARIO_OPTION,
+                       SEQ_LIST_HELP, TILING_OPTIONS, algorithm_list, check_output, option,
+                       parse_seq_list, use)
 
 DEFAULT_SEQ = "1024..65536"
-DEFAULT_ALGOS = "standard,fa1,fa2,fa3"
 
-# (option declarations, kwargs) in the order the reproduce command lists them
-OPTIONS = [
-    (("--scenario",), dict(help="Named scenario (iosim scenarios lists them) or a YAML path; its seq_range "
-                                "and algorithms apply; other options override its fields.")),
-    (("--gpu",), dict(help="a100, h100, h200, or a GPU YAML path [h100].")),
-    (("--seq",), dict(help=f"Sequence lengths: A..B (powers of two from A to B), a comma list, "
-                           f"or one N [{DEFAULT_SEQ}].")),
-    (("--algos",), dict(help=f"Comma-separated algorithms [{DEFAULT_ALGOS}].")),
-    (("--compare-seq",), dict(type=int, help="N of the side-by-side comparison, the SRAM sweep "
-                                             "and the timeline [the middle of --seq].")),
-    (("--batch",), dict(type=int, help="Batch size [1].")),
-    (("--heads", "heads_q"), dict(type=int, help="Query heads [32].")),
-    (("--kv-heads", "heads_kv"), dict(type=int, help="KV heads (GQA/MQA) [= heads].")),
-    (("--head-dim", "head_dim"), dict(type=int, help="Head dimension [128].")),
-    (("--dtype",), dict(type=click.Choice(["fp16", "bf16", "fp8"]), help="[fp16]")),
-    (("--causal/--no-causal",), dict(default=None, help="Causal mask [no].")),
-    (("--direction",), dict(type=click.Choice(["fwd", "bwd", "fwd+bwd"]), help="[fwd]")),
-    (("--block-q",), dict(type=int, help="Override the Q (row) block size.")),
-    (("--block-kv",), dict(type=int, help="Override the KV (column) block size.")),
-    (("--stages",), dict(type=int, help="Override the pipeline depth.")),
-    (("--warps",), dict(type=int, help="Override warps per CTA.")),
-    (("--model",), dict(type=click.Choice(["sim", "roofline"]), default="sim", show_default=True,
-                        help="Time model (sim falls back to roofline without the simulator).")),
-    (("--sim-max-ctas",), dict(type=int, default=250_000, show_default=True,
-                               help="Schedules with more CTAs use the roofline model "
-                                    "(simulating millions of CTAs takes minutes).")),
-    (("--mode", "sim_mode"), dict(type=click.Choice(["fast", "exact"]), default="fast",
-                                  show_default=True, help="Simulator mode.")),
-    (("-o", "--output"), dict(type=click.Path(dir_okay=False), required=True,
-                              help="The HTML file to write.")),
-    (("--force",), dict(is_flag=True, help="Overwrite --output if it exists.")),
-    (("--progress/--no-progress",), dict(default=True, help="Progress bar on stderr [on].")),
-]
+# the shared options (options.py), in the order the reproduce command lists them; the report
+# sweeps N (seq_q = seq_kv = N) and writes HTML only
+report_options = use(
+    SCENARIO_OPTION, GPU_OPTION,
+    option("--seq", help=f"Sequence lengths: {SEQ_LIST_HELP} [{DEFAULT_SEQ}]."),
+    ALGOS_OPTION,
+    option("--compare-seq", type=click.IntRange(min=1),
+           help="N of the side-by-side comparison, the SRAM sweep and the timeline, one of "
+                "the swept N [the middle of --seq]."),
+    PROBLEM_OPTIONS, TILING_OPTIONS,
+    {k: v for k, v in MODEL_OPTIONS.items() if k == "model"},
+    option("--sim-max-ctas", type=click.IntRange(0, MAX_SIM_CTAS), default=250_000,
+           show_default=True,
+           help="Schedules with more CTAs use the roofline model (simulating millions of CTAs "
+                f"takes minutes); at most {MAX_SIM_CTAS:,}."),
+    {k: v for k, v in MODEL_OPTIONS.items() if k == "sim_mode"},
+    option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+           help="The HTML file to write."),
+    option("--force", is_flag=True, help="Overwrite --output if it exists."),
+    option("--progress/--no-progress", default=True, help="Progress bar on stderr [on]."),
+    only=("batch", "heads_q", "heads_kv", "head_dim", "dtype", "causal", "direction",
+          "block_q", "block_kv", "stages", "warps", "model", "sim_mode"))
 NOT_IN_COMMAND = {"force", "progress"}   # they do not change the page
-
-
-def report_options(f):
-    for decls, kw in reversed(OPTIONS):
-        f = click.option(*decls, **kw)(f)
-    return f
 
 
 def reproduce_command(ctx: click.Context) -> str:
@@ -76,50 +61,58 @@ def reproduce_command(ctx: click.Context) -> str:
 def resolve_report(kw: dict) -> dict:
     """Problem, GPU, algorithms, N values and tiling from the options and the scenario."""
     from ..hardware import load_gpu
-    from ..problem import AttentionProblem
-    from ..scenarios import load_scenario
-    from .sweep import available_algorithms, default_compare_seq, parse_seq_range
-    scen = load_scenario(kw["scenario"]) if kw.get("scenario") else {}
-    seq_text = kw.get("seq") or scen.get("seq_range") or DEFAULT_SEQ
-    seqs = parse_seq_range(seq_text)
-    fields = {}
-    for key, default in PROBLEM_DEFAULTS.items():
-        if key in ("seq_q", "seq_kv"):
-            continue
-        value = kw.get(key)
-        fields[key] = value if value is not None else scen.get(key, default)
-    problem = AttentionProblem(**fields, seq_q=seqs[0], seq_kv=seqs[0])
-    gpu = load_gpu(kw.get("gpu") or scen.get("gpu") or "h100")
-    algos_text = kw.get("algos") or ",".join(scen.get("algorithms", [])) or DEFAULT_ALGOS
-    algos = list(dict.fromkeys(a.strip() for a in algos_text.split(",") if a.strip()))
-    known = available_algorithms()
-    unknown = [a for a in algos if a not in known]
-    if unknown or not algos:
-        raise IosimError(f"unknown algorithm(s) {', '.join(unknown) or '(none given)'}; "
-                         f"choose from: {', '.join(known)}")
-    compare = kw.get("compare_seq") or (scen["seq_q"] if scen.get("seq_q") in seqs else
-                                        default_compare_seq(seqs))
+    from ..options import resolve
+    from .sweep import default_compare_seq
+    r = resolve({k: v for k, v in kw.items() if k != "seq"}, seq_q=1, seq_kv=1)
+    seqs = parse_seq_list(kw.get("seq") or r.scenario.get("seq_range") or DEFAULT_SEQ)
+    problem = r.problem.with_(seq_q=seqs[0], seq_kv=seqs[0])
+    gpu = load_gpu(r.gpu)
+    algos = algorithm_list(kw.get("algos"), r.scenario)
+    scen_seq = r.scenario.get("seq_q")
+    compare = kw.get("compare_seq")
+    if compare is None:
+        compare = scen_seq if scen_seq in seqs else default_compare_seq(seqs)
     if compare not in seqs:
         raise IosimError(f"--compare-seq {compare} is not one of the swept N: "
                          + ", ".join(map(str, seqs)))
-    tiling = {k: kw.get(k) if kw.get(k) is not None else scen.get(k) for k in TILING_KEYS}
     return dict(problem=problem, gpu=gpu, algorithms=algos, seqs=seqs, compare_seq=compare,
-                tiling={k: v for k, v in tiling.items() if v is not None})
+                tiling=r.tiling)
 
 
-@click.command("report")
+def check_report_limits(r: dict, model: str, sim_mode: str, sim_max_ctas: int) -> None:
+    """Refuse, before any work, a report with a point beyond a size limit (docs/limits.md).
+    A tiling that does not fit one algorithm is not refused: its panels say so."""
+    from ..algorithms import build_schedule
+    from ..limits import check_problem, check_schedule, schedule_size
+    for n in r["seqs"]:
+        p = r["problem"].with_(seq_q=n, seq_kv=n)
+        check_problem(p, r["gpu"])
+        for algo in r["algorithms"]:
+            try:
+                schedule = build_schedule(p, r["gpu"], algo, **r["tiling"])
+            except LimitError:
+                raise
+            except IosimError:
+                continue
+            point_model = model
+            if model == "sim" and schedule_size(schedule)["ctas"] > sim_max_ctas:
+                point_model = "roofline"          # as the sweep does
+            check_schedule(schedule, point_model, sim_mode)
+
+
+@click.command("report", help="Write one self-contained HTML report: roofline, bytes vs N and "
+                               "vs SRAM size, algorithms side by side, CTA timelines.\n\n"
+                               + LIMITS_HELP)
 @report_options
 @click.pass_context
 def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, **kw):
-    """Write one self-contained HTML report: roofline, bytes vs N and vs SRAM size,
-    algorithms side by side, CTA timelines."""
     import time
 
     from .page import ReportSpec, build_report
     path = Path(output)
-    if path.exists() and not force:
-        raise IosimError(f"{output} exists; pass --force to overwrite it")
+    check_output(output, force)
     r = resolve_report(kw)
+    check_report_limits(r, model, sim_mode, sim_max_ctas)
     spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
                       sim_max_ctas=sim_max_ctas, **r)
     t0 = time.perf_counter()

@@ -17,26 +17,10 @@ UNITS = ("tensor cores", "exp units", "DRAM", "L2")
 
 
 def parse_seq_range(text: str) -> list[int]:
-    """'1024..65536' → powers of two from 1024 to 65536; '1024,4096' → those; '4096' → [4096]."""
-    text = str(text).strip()
-    try:
-        if ".." in text:
-            lo_s, hi_s = text.split("..", 1)
-            lo, hi = int(lo_s), int(hi_s)
-            if lo <= 0 or hi < lo:
-                raise ValueError
-            out, n = [], lo
-            while n <= hi:
-                out.append(n)
-                n *= 2
-            return out
-        values = sorted({int(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        raise IosimError(f"--seq must be A..B (powers of two from A to B), a comma list or one "
-                         f"integer, got {text!r}") from None
-    if not values or values[0] <= 0:
-        raise IosimError(f"--seq values must be positive integers, got {text!r}")
-    return values
+    """'1024..65536' → 1024, 2048, …, 65536 (doubling); '1024,4096' → those; '4096' → [4096]
+    (options.parse_seq_list, with its limits)."""
+    from ..options import parse_seq_list
+    return parse_seq_list(text)
 
 
 def default_compare_seq(seqs: list[int]) -> int:

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import click
 
-from ..cli import IosimGroup
 from ..errors import IosimError
+from ..limits import LIMITS_HELP
+from ..options import GPU_OPTION, PROBLEM_OPTIONS, IosimGroup, check_output, resolve, use
+
+# the problem fields the lesson uses (it derives the backward pass itself), shared with `run`
+LESSON_FIELDS = ("batch", "heads_q", "seq_q", "head_dim", "dtype", "causal")
 
 
 @click.group(cls=IosimGroup, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--gpu", default="h100", show_default=True, help="a100, h100, h200, or a YAML path.")
-@click.option("--seq", "seq", type=int, default=4096, show_default=True, help="Sequence length N.")
-@click.option("--head-dim", "head_dim", type=int, default=128, show_default=True)
-@click.option("--heads", type=int, default=32, show_default=True)
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--dtype", type=click.Choice(["fp16", "bf16", "fp8"]), default="fp16",
-              show_default=True)
-@click.option("--causal/--no-causal", default=False, show_default=True)
+             context_settings={"help_option_names": ["-h", "--help"]},
+             help="The IO complexity of attention, derived step by step with numbers iosim "
+                  "computes for this GPU and problem.\n\n" + LIMITS_HELP)
+@use(GPU_OPTION, PROBLEM_OPTIONS, only=LESSON_FIELDS)
 @click.option("--section", help="Print one section: a number 1-7 or a name "
                                 "(hierarchy, standard, online-softmax, tiling, lower-bound, "
                                 "backward, exercises).")
@@ -27,24 +26,24 @@ from ..errors import IosimError
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random data in the online-softmax section.")
 @click.pass_context
-def teach(ctx, gpu, seq, head_dim, heads, batch, dtype, causal, section, html_path, force, seed):
-    """The IO complexity of attention, derived step by step with numbers iosim computes for
-    this GPU and problem."""
+def teach(ctx, section, html_path, force, seed, **kw):
     if ctx.invoked_subcommand is not None:
         return
-    from ..problem import AttentionProblem
+    from ..hardware import load_gpu
+    from ..limits import check_problem
     from .lesson import lesson_text, resolve_section
-    problem = AttentionProblem(batch=batch, heads_q=heads, seq_q=seq, head_dim=head_dim,
-                               dtype=dtype, causal=causal)
+    r = resolve(kw)
+    check_problem(r.problem, load_gpu(r.gpu))
+    sections = [resolve_section(section)] if section else None
     if html_path:
         if section:
             raise IosimError("--section and --html do not combine: the page holds every section")
+        check_output(html_path, force, flag="--html")
         from .html import write_html
-        write_html(html_path, problem, gpu, force=force, seed=seed)
+        write_html(html_path, r.problem, r.gpu, force=force, seed=seed)
         click.echo(f"wrote {html_path}", err=True)
         return
-    sections = [resolve_section(section)] if section else None
-    click.echo(lesson_text(problem, gpu, sections, seed).rstrip("\n"))
+    click.echo(lesson_text(r.problem, r.gpu, sections, seed).rstrip("\n"))
 
 
 @teach.command("online-softmax")
@@ -55,6 +54,15 @@ def teach(ctx, gpu, seq, head_dim, heads, batch, dtype, causal, section, html_pa
 @click.option("--block", type=int, default=2, show_default=True, help="Keys per block.")
 def online_softmax_cmd(scores, values, block):
     """Run the online-softmax recurrence by hand: (m, ℓ, o) and α after each block."""
+    import numpy as np
+
     from .online_softmax import parse_floats, walkthrough, walkthrough_text
-    w = walkthrough(parse_floats(scores, "scores"), parse_floats(values, "values"), block)
-    click.echo(walkthrough_text(w))
+    s, v = parse_floats(scores, "scores"), parse_floats(values, "values")
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+            w = walkthrough(s, v, block)
+            text = walkthrough_text(w)
+    except FloatingPointError:
+        raise IosimError("--scores/--values overflow float64 in the recurrence (sums of "
+                         "exp-weighted values beyond ~1.8e308); use smaller magnitudes") from None
+    click.echo(text)

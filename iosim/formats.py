@@ -1,0 +1,257 @@
+"""The files iosim reads, as typed models: scenario YAMLs, validation sweep YAMLs and measurement
+CSV rows (GPU specs are hardware.GpuSpec). A bad file is refused in one line naming
+`file:field`; unsafe YAML tags are never constructed (yaml.safe_load). Also the flat records
+iosim writes (CSV rows, the API's DataFrame rows).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
+                      ValidationError, field_validator, model_validator)
+
+from .errors import IosimError
+from .problem import DIRECTIONS, DTYPE_BYTES
+
+PositiveInt = StrictInt
+Dtype = Literal[tuple(DTYPE_BYTES)]            # type: ignore[valid-type]
+Direction = Literal[tuple(DIRECTIONS)]         # type: ignore[valid-type]
+
+
+# ---- reading ----------------------------------------------------------------------------
+def read_text(path: Path, what: str) -> str:
+    """The file's text, or one line saying why it cannot be read (missing, a directory, binary)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IosimError(f"{what} {path} is a directory, not a file")
+    if not path.is_file():
+        raise IosimError(f"{what} not found: {path}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise IosimError(f"{what} {path} is not UTF-8 text (a binary file?)") from None
+    except OSError as exc:
+        raise IosimError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def read_yaml(path: Path, what: str):
+    """Parsed YAML (safe loader: tags such as !!python/object are refused, never run)."""
+    text = read_text(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise IosimError(f"malformed YAML in {what} {path}{where}: {problem}") from None
+
+
+def field_error(path, exc: ValidationError) -> IosimError:
+    """`file:field: message` from pydantic's first error."""
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return IosimError(f"{Path(path).name}:{loc}: {msg}" if loc else f"{Path(path).name}: {msg}")
+
+
+def validated(model, data, path):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise field_error(path, exc) from None
+
+
+# ---- models -----------------------------------------------------------------------------
+class ProblemFields(BaseModel):
+    """The problem vocabulary as it appears in files (AttentionProblem's field names)."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch: Optional[PositiveInt] = Field(default=None, gt=0)
+    heads_q: Optional[PositiveInt] = Field(default=None, gt=0)
+    heads_kv: Optional[PositiveInt] = Field(default=None, gt=0)
+    seq_q: Optional[PositiveInt] = Field(default=None, gt=0)
+    seq_kv: Optional[PositiveInt] = Field(default=None, gt=0)
+    head_dim: Optional[PositiveInt] = Field(default=None, gt=0)
+    dtype: Optional[Dtype] = None
+    causal: Optional[StrictBool] = None
+    direction: Optional[Direction] = None
+
+
+class TilingFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    block_q: Optional[PositiveInt] = Field(default=None, gt=0)
+    block_kv: Optional[PositiveInt] = Field(default=None, gt=0)
+    stages: Optional[PositiveInt] = Field(default=None, gt=0)
+    warps: Optional[PositiveInt] = Field(default=None, gt=0)
+
+
+def _known_algorithm(name: str) -> str:
+    from .algorithms import ALGORITHMS
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; choose from: {', '.join(ALGORITHMS)}")
+    return name
+
+
+class ScenarioFile(ProblemFields, TilingFields):
+    """iosim/data/scenarios/*.yaml or a user's scenario: a problem, a GPU, algorithms, tiling.
+    Problem or tiling fields not typed here (added to AttentionProblem or the generators'
+    tiling keys later) pass through to AttentionProblem / build_schedule, which check them;
+    any other key is refused."""
+
+    model_config = ConfigDict(extra="allow")
+    description: Optional[StrictStr] = None
+    gpu: Optional[StrictStr] = None
+    algorithm: Optional[StrictStr] = None
+    algorithms: Optional[list[StrictStr]] = Field(default=None, min_length=1)
+    seq_range: Optional[Union[StrictStr, StrictInt]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data):
+        from .algorithms import TILING_KEYS
+        from .problem import PROBLEM_KEYS
+        if isinstance(data, dict):
+            known = set(cls.model_fields) | set(PROBLEM_KEYS) | set(TILING_KEYS)
+            unknown = sorted(str(k) for k in data if k not in known)
+            if unknown:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(sorted(known))}")
+        return data
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v):
+        return v if v is None else _known_algorithm(v)
+
+    @field_validator("algorithms")
+    @classmethod
+    def _algorithms(cls, v):
+        return v if v is None else [_known_algorithm(a) for a in v]
+
+
+class SweepConfig(ProblemFields, TilingFields):
+    """One configuration of a validation sweep. Fields other helpers add (implementation
+    options) pass through untyped."""
+
+    model_config = ConfigDict(extra="allow")
+    id: StrictStr = Field(min_length=1)
+    impl: StrictStr = Field(min_length=1)
+    algorithm: StrictStr
+    direction: Direction
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v):
+        return _known_algorithm(v)
+
+
+class SweepFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    description: Optional[StrictStr] = None
+    gpu: Optional[StrictStr] = None
+    configs: list[SweepConfig] = Field(min_length=1)
+
+    @field_validator("configs")
+    @classmethod
+    def _unique_ids(cls, v):
+        seen = set()
+        for c in v:
+            if c.id in seen:
+                raise ValueError(f"configuration id {c.id!r} appears twice")
+            seen.add(c.id)
+        return v
+
+
+def _blank_to_none(v):
+    return None if isinstance(v, str) and v.strip() in ("", "nan", "NaN") else v
+
+
+class MeasurementRow(BaseModel):
+    """One row of measured_h200*.csv: a configuration's times (seconds, > 0) and byte counts
+    (≥ 0). Blank cells are "not measured"; other columns pass through."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    id: StrictStr = Field(min_length=1)
+    time_s: float = Field(gt=0)
+    ncu_time_s: Optional[float] = Field(default=None, gt=0)
+    dram_read_bytes: Optional[float] = Field(default=None, ge=0)
+    dram_write_bytes: Optional[float] = Field(default=None, ge=0)
+    l2_to_sm_read_bytes: Optional[float] = Field(default=None, ge=0)
+    lts_bytes: Optional[float] = Field(default=None, ge=0)
+
+    @field_validator("ncu_time_s", "dram_read_bytes", "dram_write_bytes",
+                     "l2_to_sm_read_bytes", "lts_bytes", mode="before")
+    @classmethod
+    def _blanks(cls, v):
+        return _blank_to_none(v)
+
+
+# ---- loaders ----------------------------------------------------------------------------
+def load_scenario_file(path: Path) -> dict:
+    """A scenario's fields that are set, validated."""
+    data = read_yaml(path, "scenario")
+    if not isinstance(data, dict):
+        raise IosimError(f"{Path(path).name}: a scenario must hold a mapping of fields")
+    return validated(ScenarioFile, data, path).model_dump(exclude_none=True)
+
+
+def load_sweep(path: Path) -> dict:
+    """A validation sweep: {description, gpu, configs: [...]}, each config validated."""
+    data = read_yaml(path, "sweep")
+    if not isinstance(data, dict):
+        raise IosimError(f"{Path(path).name}: a sweep must hold a mapping with `configs`")
+    return validated(SweepFile, data, path).model_dump(exclude_none=True)
+
+
+def load_measurements(path: Path) -> dict:
+    """{config id: row} of a measurement CSV, every row validated (row numbers as in the file,
+    the header being line 1); the rows keep their text values."""
+    text = read_text(path, "measurements CSV")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows:
+        raise IosimError(f"{Path(path).name}: no measurement rows")
+    out = {}
+    for line, row in enumerate(rows, start=2):
+        if None in row:
+            raise IosimError(f"{Path(path).name}:line {line}: more cells than header columns")
+        try:
+            m = MeasurementRow.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {msg}") from None
+        if m.id in out:
+            raise IosimError(f"{Path(path).name}:line {line}:id: {m.id!r} appears twice")
+        out[m.id] = row
+    return out
+
+
+# ---- what iosim writes ------------------------------------------------------------------
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Nested dicts as one level of dotted keys; lists as JSON text."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, (list, tuple)):
+            out[key] = json.dumps(v)
+        else:
+            out[key] = v
+    return out
+
+
+def to_csv(records: list) -> str:
+    rows = [flatten(r) for r in records]
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
