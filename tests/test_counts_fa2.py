@@ -80,7 +80,7 @@ def test_forward_totals_equal_the_closed_form(p, tile):
 
 
 @settings(max_examples=50, deadline=None)
-@given(problems.map(lambda p: p.with_(direction="bwd")), tiles)
+@given(problems.map(lambda p: p.with_(dtype="fp16" if p.dtype == "fp8" else p.dtype, direction="bwd")), tiles)
 def test_backward_totals_equal_the_closed_form(p, tile):
     s = build_schedule(p, H100, "fa2", block_q=tile[0], block_kv=tile[1])
     t = s.tiling["bwd"]
