@@ -20,3 +20,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def validation_dataset():
+    """(rows, efficiency factors, summary) of `iosim validate` on the committed H200 dataset,
+    computed once per test session (it simulates every configuration: ~1 min)."""
+    from iosim.analysis.validate import validate_dataset
+    return validate_dataset()
