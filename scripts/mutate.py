@@ -11,8 +11,8 @@ expression, named `file:line:col:kind`:
   cmp     a comparison loosened or tightened (< ↔ ≤, > ↔ ≥)
   zero    an Alu, Exp or Mma count set to 0 (the op dropped from the totals)
 Where they are generated (what "counting" means in each module) is TARGETS below:
-  algorithms/*.py   the counts of Alu, Exp and Mma (every sub-expression) and the bytes of
-                    Load and Store (the element size dropped: one mutant per op)
+  algorithms/*.py   the counts of Alu, Exp and Mma (every sub-expression); with --bytes also
+                    the bytes of Load and Store (the element size dropped: one per op)
   analysis/counters.py, bounds.py, roofline.py   every expression in a function body
   sim/memory.py     the servers, the tile LRU and both memory front ends
   analysis/validate.py   the budgets, the error definitions, the fit and the summary
@@ -22,7 +22,7 @@ passes. Slower stages run only for mutants the fast ones left alive.
 
 The run works on a private copy of the package and tests (the worktree is never modified).
 
-    python scripts/mutate.py                    # every target (~15-25 min on 2 cores)
+    python scripts/mutate.py                    # every target (see docs/testing.md for times)
     python scripts/mutate.py --target bounds    # one target (names: see --list)
     python scripts/mutate.py --list             # the mutants, without running them
     python scripts/mutate.py --only 'roofline.py:45'   # mutants whose name contains this
@@ -37,6 +37,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,8 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # dimension stands for the three), Load/Store bytes
 COUNT_ARGS = {"Alu": slice(1, 2), "Exp": slice(1, 2), "Mma": slice(1, 2), "Load": slice(4, 5),
               "Store": slice(4, 5)}
-PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-          "-o", "addopts=", "--hypothesis-seed=0"]
+PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p", "no:cacheprovider",
+          "-o", "addopts=", "--hypothesis-profile=mutation"]
 
 COUNT_TESTS = ["tests/test_counts_alu.py", "tests/test_counts_fa1.py", "tests/test_counts_fa2.py",
                "tests/test_counts_fa3.py", "tests/test_counts_square.py",
@@ -124,6 +125,9 @@ TARGETS = TARGETS + (Target("issue", tuple(sorted({f for f, _, _ in NAMED})), "n
                             ((ISSUE_TESTS, 180),)),)
 
 
+OPTIONS = {"bytes": False}   # --bytes: also the Load/Store byte mutants of the algorithms
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str          # file:line:col:kind
@@ -163,6 +167,8 @@ def _regions(tree: ast.AST, where: str) -> list:
             if isinstance(node, ast.Call) and name in COUNT_ARGS:
                 # bytes of loads and stores (rows · cols · element size, repeated dozens of
                 # times): the outermost operation only; work counts: every sub-expression
+                if name in ("Load", "Store") and not OPTIONS["bytes"]:
+                    continue
                 out += [(a, name not in ("Load", "Store")) for a in node.args[COUNT_ARGS[name]]]
         return out
     if where == "functions":
@@ -324,7 +330,11 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="run only mutants whose name contains this text")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--json", help="write every result to this file")
+    ap.add_argument("--bytes", action="store_true",
+                    help="also mutate the bytes of every Load/Store in the algorithms (~200 more)")
     args = ap.parse_args(argv)
+    OPTIONS["bytes"] = args.bytes
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # clean up the copy when stopped
     targets = [t for t in TARGETS if not args.target or t.name in args.target]
     todo = [(t, m) for t in targets for m in generate(t)
             if not args.only or args.only in m.name]

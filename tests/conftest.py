@@ -1,6 +1,12 @@
 import importlib.util
 
 import pytest
+from hypothesis import Phase, settings
+
+# scripts/mutate.py runs the tests once per mutant: no shrinking of a failing example (a
+# mutant is killed by the first failure; shrinking it costs seconds), a fixed example sequence
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                          derandomize=True, database=None)
 
 
 def _gpu_available() -> bool:
