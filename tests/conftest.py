@@ -1,6 +1,12 @@
 import importlib.util
 
 import pytest
+from hypothesis import Phase, settings
+
+# scripts/mutate.py runs the tests once per mutant: no shrinking of a failing example (a
+# mutant is killed by the first failure; shrinking it costs seconds), a fixed example sequence
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                          derandomize=True, database=None)
 
 
 def _gpu_available() -> bool:
@@ -20,3 +26,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def validation_dataset():
+    """(rows, efficiency factors, summary) of `iosim validate` on the committed H200 dataset,
+    computed once per test session (it simulates every configuration: ~1 min)."""
+    from iosim.analysis.validate import validate_dataset
+    return validate_dataset()

@@ -3,7 +3,7 @@ training rows only."""
 import pytest
 
 from iosim.analysis.validate import (BUDGETS, Row, check_budgets, fit_efficiency, is_train,
-                                     summarize, validate_dataset)
+                                     summarize)
 
 
 def _row(id_, train, measured, predicted, impl="iosim", algorithm="fa2", direction="fwd"):
@@ -53,8 +53,8 @@ def test_summary_reports_held_out_rows_separately_and_splits_project_from_extern
 
 # ---- the committed dataset against issue 5's budgets --------------------------------------
 @pytest.fixture(scope="module")
-def validation():
-    rows, factors, summary = validate_dataset()
+def validation(validation_dataset):
+    rows, factors, summary = validation_dataset
     return rows, summary
 
 
