@@ -3,7 +3,7 @@
     import iosim.api as io
     a = io.run(seq=32768, gpu="h100")                 # Analysis (same as `iosim run`)
     df = io.compare(seq=4096, algos=["fa1", "fa2"])   # one row per algorithm
-    df = io.sweep(seqs=[1024, 4096, 16384], algos=["standard", "fa2"])
+    df = io.sweep(seqs=[1024, 4096, 16384], algos=["standard", "fa2"])   # `iosim sweep`
 """
 from __future__ import annotations
 
@@ -45,12 +45,22 @@ def compare(algos=("standard", "fa1", "fa2", "fa3"), gpu="h100", model: str = "s
     return pd.DataFrame([row(run(a, gpu, model, mode, **problem_and_tiling)) for a in algos])
 
 
-def sweep(seqs, algos=("fa2",), gpu="h100", model: str = "sim", mode: str = "fast",
-          **problem_and_tiling):
-    """Every algorithm at every sequence length, as a DataFrame."""
-    import pandas as pd
-    rows = []
-    for n in seqs:
-        for a in algos:
-            rows.append(row(run(a, gpu, model, mode, seq=n, **problem_and_tiling)))
-    return pd.DataFrame(rows)
+def sweep(seqs=None, algos=("fa2",), gpu="h100", model: str = "sim", mode: str = "fast",
+          grid=None, workers: int = 0, scheduler: str | None = None, output=None,
+          progress: bool = False, **axes):
+    """`iosim sweep` as a DataFrame, one row per point in grid order (the same engine).
+
+    Either `grid` (a YAML path or a dict as in a grid file) or the shorthand: every algorithm
+    at every sequence length, other keyword arguments fixed or, given as lists, swept too
+    (e.g. `l2_capacity_scale=[0.5, 1, 2]`). workers=0 runs in this process; workers=N starts
+    a local Dask cluster; scheduler="tcp://host:8786" uses an existing one. With `output`
+    (.parquet or .csv) points already there are skipped and the table is written back."""
+    from .sweep.engine import sweep as run_sweep
+    if grid is None:
+        if seqs is None:
+            raise TypeError("sweep() needs `seqs` or `grid`")
+        grid = {"gpu": gpu, "seq": list(seqs), "algo": list(algos), "model": model,
+                "mode": mode, **axes}
+    elif seqs is not None or axes:
+        raise TypeError("sweep(): give either `grid` or `seqs` and axes, not both")
+    return run_sweep(grid, output, workers=workers, scheduler=scheduler, progress=progress)

@@ -147,6 +147,7 @@ LAZY_COMMANDS = {
     "validate": ("iosim.analysis.validate", "validate"),
     "report": ("iosim.report.cli", "report"),
     "teach": ("iosim.teach.cli", "teach"),
+    "sweep": ("iosim.sweep.cli", "sweep"),
 }
 
 
@@ -203,11 +204,18 @@ def scenarios():
 
 @main.command()
 @click.option("--algo", "algorithm", help="standard, fa1, fa2, fa3 [fa2].")
+@click.option("--timeline", type=click.Path(dir_okay=False),
+              help="Also write the simulated CTA timeline here as Chrome/Perfetto trace-event "
+                   "JSON (open it in ui.perfetto.dev).")
 @problem_options
-def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
+def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **kw):
     """Analyze one attention problem with one algorithm on one GPU."""
     from .analysis.analyze import analyze
     from .report.text import analysis_table
+    if timeline and Path(timeline).exists() and not force:
+        raise IosimError(f"{timeline} exists; pass --force to overwrite it")
+    if timeline and model != "sim":
+        raise IosimError("--timeline needs the simulator (--model sim)")
     problem, gpu, scen, tiling = resolve(kw)
     algorithm = algorithm or scen.get("algorithm", "fa2")
     a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
@@ -218,6 +226,10 @@ def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
         text = to_csv([a.to_dict()])
     else:
         text = analysis_table(a)
+    if timeline:
+        from .report import trace_events
+        trace_events.write(trace_events.simulation_trace(a), timeline)
+        click.echo(f"wrote {timeline}", err=True)
     emit(text, output, force)
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..units import nbytes, seconds, si
-from . import data, figures, sweep
-from .progress import Progress
+from . import data, sweep
+from .. import plot as figures
+from ..progress import Progress
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True,
                  "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -147,7 +148,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     sizes = sweep.sram_sizes(base, gpu, spec.m_points)
     m_algos = sweep.m_sweep_algorithms()
     bar = Progress(len(spec.algorithms) * len(spec.seqs) + len(m_algos) * len(sizes),
-                   enabled=progress)
+                   desc="report", enabled=progress)
     res = sweep.sweep_n(p, gpu, spec.algorithms, spec.seqs, spec.compare_seq, spec.model,
                         spec.sim_mode, spec.tiling, bar, spec.sim_max_ctas)
     mpoints = sweep.sweep_m(base, gpu, sizes, m_algos, bar)
@@ -155,16 +156,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
 
     measured, measured_note = data.measured_points(gpu, p, spec.algorithms, spec.seqs)
     compare = [r for r in res.points if r["seq"] == spec.compare_seq]
-    slopes = {}
-    d2 = base.head_dim ** 2 * base.elem_bytes
-    for algo in m_algos:
-        pts = [m for m in mpoints if m["algorithm"] == algo and m["ok"]]
-        large = [m for m in pts if m["sram_bytes"] >= d2]
-        small = [m for m in pts if m["sram_bytes"] < d2]
-        slopes[algo] = {
-            "all": sweep.fit_slope([m["sram_bytes"] for m in pts], [m["l2_bytes"] for m in pts]),
-            "large": sweep.fit_slope([m["sram_bytes"] for m in large], [m["l2_bytes"] for m in large]),
-            "small": sweep.fit_slope([m["sram_bytes"] for m in small], [m["l2_bytes"] for m in small])}
+    slopes = sweep.m_slopes(mpoints, base)
 
     # timelines: simulator at the comparison N, and captured traces of the same problem
     sim_panels = []

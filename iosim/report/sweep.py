@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.bounds import fa1_theorem2_elements, saha_ye_elements
 from ..errors import IosimError
-from .progress import Progress
+from ..progress import Progress
 
 UNITS = ("tensor cores", "exp units", "DRAM", "L2")
 
@@ -273,6 +273,20 @@ def fit_slope(xs, ys) -> float | None:
     if sxx == 0:
         return None
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+def m_slopes(mpoints, problem) -> dict:
+    """Per algorithm, the log-log slope of tile traffic against M: over all sizes, over
+    M ≥ d² (large cache) and over M < d² (small cache)."""
+    d2 = problem.head_dim ** 2 * problem.elem_bytes
+    out = {}
+    for algo in dict.fromkeys(m["algorithm"] for m in mpoints):
+        pts = [m for m in mpoints if m["algorithm"] == algo and m["ok"]]
+        parts = {"all": pts, "large": [m for m in pts if m["sram_bytes"] >= d2],
+                 "small": [m for m in pts if m["sram_bytes"] < d2]}
+        out[algo] = {k: fit_slope([m["sram_bytes"] for m in v], [m["l2_bytes"] for m in v])
+                     for k, v in parts.items()}
+    return out
 
 
 def m_bounds(problem, sizes) -> dict:

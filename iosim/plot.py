@@ -1,5 +1,18 @@
-"""Plotly figures of a report, drawn from the records of `sweep.py` (no computation here
-beyond reference curves). Every hover label gives exact numbers with units."""
+"""Plotly figures of attention analyses, for notebooks and for the HTML report (one
+implementation: `iosim report` draws these same figures).
+
+Public, each returning a plotly Figure:
+
+    roofline(analyses)          hierarchical roofline (DRAM and L2 roofs, compute ceilings)
+    bytes_vs_seq(df)            L2↔SM and DRAM bytes against N, with Θ(N²), Θ(N²d²/M), compulsory
+    bytes_vs_sram(...)          tile traffic against shared-memory size M (Saha–Ye regimes)
+    timeline(analysis)          the simulated CTAs by SM (first waves)
+    compare(analyses)           time, bytes per level and unit utilization side by side
+
+`analyses` are `iosim.api.run` results; `df` is a table of `iosim.api.sweep` / `compare` /
+`iosim sweep` rows. The `*_figure` functions below draw from plain records (those of
+iosim/report/sweep.py), which is what the report holds. Every hover label gives exact numbers
+with units."""
 from __future__ import annotations
 
 import math
@@ -7,7 +20,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..units import nbytes, seconds, si
+from .units import nbytes, seconds, si
 
 COLORS = {"standard": "#d62728", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#9467bd",
           "square": "#ff7f0e", "measured": "#111111"}
@@ -156,7 +169,7 @@ def bytes_vs_n_figure(points, gpu, problem, seqs) -> go.Figure:
 
 def reference_lines_n(problem, gpu, seqs) -> list:
     """(name, bytes per N, dash) for Θ(N²) standard, Θ(N²d²/M) and compulsory traffic."""
-    from ..analysis.bounds import io_bounds
+    from .analysis.bounds import io_bounds
     heads, eb = problem.batch * problem.heads_q, problem.elem_bytes
     m = gpu.shared_memory_per_sm_bytes
     n2 = [4 * n * n * eb * heads for n in seqs]
@@ -277,7 +290,7 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
     """Gantt by SM: one subplot per panel (name, bars, total CTAs, colour). Each bar is one CTA
     {sm, lane, start_s, end_s, cta, kernel, coord, detail}; CTAs resident on one SM at once
     sit in separate lanes of that SM's row."""
-    from .data import assign_lanes
+    from .report.data import assign_lanes
     panels = [p for p in panels if p[1]]
     titles = [f"{name}: first {len(bars):,} of {total:,} CTAs" for name, bars, total, _ in panels]
     height = 330 * len(panels) + 110 * (len(panels) - 1) + 150
@@ -309,3 +322,90 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
     fig.update_layout(**LAYOUT, title=title, barmode="overlay", bargap=0)
     fig.update_layout(height=height, showlegend=True)
     return fig
+
+
+# ---- public: from analyses and tables ----------------------------------------------------
+def _records(analyses) -> list:
+    from .report.sweep import record
+    return [record(a) for a in analyses]
+
+
+def roofline(analyses, measured=None) -> go.Figure:
+    """The hierarchical roofline of analyses of one GPU and problem shape (any N, algorithm)."""
+    analyses = list(analyses)
+    if not analyses:
+        raise ValueError("roofline() needs at least one analysis")
+    a = analyses[0]
+    return roofline_figure(_records(analyses), a.gpu, a.problem, measured)
+
+
+def _rows_of(df) -> list:
+    """Records of the bytes-vs-N figure from a sweep/compare table (rows with an error and
+    rows without counters are left out)."""
+    rows = df.to_dict("records") if hasattr(df, "to_dict") else list(df)
+    out = []
+    for r in rows:
+        if isinstance(r.get("error"), str) or r.get("counters.l2_to_smem_bytes") is None:
+            continue
+        l2 = r["counters.l2_to_smem_bytes"] + r["counters.smem_to_l2_bytes"]
+        dram_r, dram_w = r["dram_read_bytes"], r["dram_write_bytes"]
+        out.append({"ok": True, "algorithm": r["algorithm"], "seq": int(r["problem.seq_q"]),
+                    "l2_bytes": l2, "l2_to_smem_bytes": r["counters.l2_to_smem_bytes"],
+                    "smem_to_l2_bytes": r["counters.smem_to_l2_bytes"],
+                    "dram_read_bytes": dram_r, "dram_write_bytes": dram_w,
+                    "dram_bytes": dram_r + dram_w, "dram_source": r.get("dram_source", "")})
+    return out
+
+
+def bytes_vs_seq(df, gpu=None, problem=None) -> go.Figure:
+    """Bytes against N from a table of runs of one GPU and problem shape (iosim.api.sweep,
+    iosim sweep); gpu and problem (for the reference lines) default to the first row's."""
+    from .hardware import load_gpu
+    from .problem import AttentionProblem
+    recs = _rows_of(df)
+    if not recs:
+        raise ValueError("bytes_vs_seq() found no row without an error")
+    first = (df.to_dict("records") if hasattr(df, "to_dict") else list(df))[0]
+    if problem is None:
+        fields = {k.split(".", 1)[1]: v for k, v in first.items() if k.startswith("problem.")}
+        fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items()}
+        problem = AttentionProblem(**fields)
+    gpu = load_gpu(gpu or first["gpu"])
+    seqs = sorted({r["seq"] for r in recs})
+    return bytes_vs_n_figure(recs, gpu, problem, seqs)
+
+
+def bytes_vs_sram(problem=None, gpu="h100", algorithms=None, points: int = 10,
+                  **problem_fields) -> go.Figure:
+    """Tile traffic against shared-memory size M for `problem` (an AttentionProblem, or its
+    fields as keyword arguments: seq, heads, head_dim, ...)."""
+    from .api import _split
+    from .hardware import load_gpu
+    from .report import sweep as rs
+    if problem is None:
+        problem, _ = _split(problem_fields)
+    gpu = load_gpu(gpu)
+    sizes = rs.sram_sizes(problem, gpu, points)
+    mpoints = rs.sweep_m(problem, gpu, sizes, algorithms)
+    return bytes_vs_m_figure(mpoints, problem, sizes, rs.m_bounds(problem, sizes),
+                             rs.m_slopes(mpoints, problem))
+
+
+def timeline(analysis, cap: int = 2000) -> go.Figure:
+    """The simulated CTA timeline by SM of one analysis (its first `cap` CTAs)."""
+    from .report.data import sim_bars
+    bars, total = sim_bars(analysis, cap)
+    if not bars:
+        raise ValueError("timeline() needs an analysis simulated with model='sim'")
+    a = analysis
+    return timeline_figure([(f"{a.algorithm} (simulated)", bars, total, color(a.algorithm))],
+                           f"Simulated CTA timeline by SM: {a.algorithm} on {a.gpu.short_name}, "
+                           f"N = {a.problem.seq_q:,}")
+
+
+def compare(analyses) -> go.Figure:
+    """Analyses of one problem side by side (time, bytes per level, unit utilization)."""
+    analyses = list(analyses)
+    if not analyses:
+        raise ValueError("compare() needs at least one analysis")
+    return comparison_figure(_records(analyses), analyses[0].problem.seq_q)
