@@ -1,8 +1,6 @@
 """Command-line interface: parses options and prints; the work lives in importable modules."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
 from pathlib import Path
@@ -84,13 +82,8 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def to_csv(records: list) -> str:
-    rows = [flatten(r) for r in records]
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    from .records import to_csv as records_to_csv
+    return records_to_csv(records)
 
 
 def emit(text: str, output: str | None, force: bool) -> None:
