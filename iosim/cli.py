@@ -238,8 +238,14 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
                                  "standard,fa1,fa2,fa3").split(",") if s.strip()]
     if problem.direction != "fwd":
         names = [n for n in names if n != "fa3"] if algos is None else names
-    results = [analyze(problem, gpu, n, model=model, sim_mode=sim_mode, l2_samples=l2_samples,
-                       **tiling) for n in names]
+    from .progress import Progress
+    bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
+    results = []
+    for n in names:
+        results.append(analyze(problem, gpu, n, model=model, sim_mode=sim_mode,
+                               l2_samples=l2_samples, **tiling))
+        bar.step(n)
+    bar.close()
     if fmt == "json":
         text = json.dumps([r.to_dict() for r in results], indent=2)
     elif fmt == "csv":

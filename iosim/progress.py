@@ -3,8 +3,10 @@
 On a terminal tqdm redraws one bar in place. Elsewhere (a log, a pipe, CI) a redrawn bar would
 pile up carriage returns, so each step is written as its own line, formatted by the same
 library (`tqdm.format_meter`): `sweep:  25%|###   | 3/12 [00:01<00:03, ...] fa2 N=4096`.
-`enabled=False` writes nothing. Every long-running command (sweep, report, compare, teach,
-validate) reports through this one class.
+`enabled=False` writes nothing; `delay` (seconds) writes nothing until that much time has
+passed, so a command that is usually quick (compare, teach) stays quiet unless it is not.
+Every long-running command (sweep, report, compare, teach, validate) reports through this one
+class.
 """
 from __future__ import annotations
 
@@ -16,19 +18,20 @@ from tqdm import tqdm
 
 class Progress:
     def __init__(self, total: int, desc: str = "", stream=None, enabled: bool = True,
-                 width: int = 60):
+                 width: int = 60, delay: float = 0.0):
         self.total = max(1, int(total))
         self.done = 0
         self.desc = desc
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.width = width
+        self.delay = delay
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._t0 = time.monotonic()
         self._bar = None
         if enabled and self.tty:
             self._bar = tqdm(total=self.total, desc=desc or None, file=self.stream,
-                             dynamic_ncols=True, leave=True)
+                             dynamic_ncols=True, leave=True, delay=delay)
 
     def line(self, label: str = "") -> str:
         """The one-line form of the current state (what a non-terminal gets per step)."""
@@ -43,7 +46,7 @@ class Progress:
         if self._bar is not None:
             self._bar.set_postfix_str(label, refresh=False)
             self._bar.update(n)
-        else:
+        elif time.monotonic() - self._t0 >= self.delay:
             self.stream.write(self.line(label) + "\n")
             self.stream.flush()
 

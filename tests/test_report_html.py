@@ -175,6 +175,14 @@ def test_progress_on_a_terminal_redraws_in_place():
     assert "\r" in s.text and "1/4" in s.text and s.text.endswith("\n")
 
 
+def test_progress_with_a_delay_stays_quiet_while_quick():
+    s = _Stream(tty=False)
+    bar = Progress(3, stream=s, delay=60.0)
+    bar.step("x")
+    bar.close()
+    assert s.text == ""
+
+
 def test_progress_disabled_writes_nothing():
     s = _Stream(tty=False)
     bar = Progress(3, stream=s, enabled=False)

@@ -264,7 +264,7 @@ Hover any point for exact numbers.</p>
             "B<sub>r</sub> = min(B<sub>c</sub>, d)); FA-2, whose default tiles do not follow M, "
             "uses the largest square tile that fits (one stage). "
             "Saha–Ye: the IO complexity is Θ(min(N²d/√M, N²d²/M)); the two terms cross at "
-            f"M = d² = {base.head_dim ** 2:,} elements ({nbytes(d2)}). Fitted log–log slopes: "
+            f"M = d² = {base.head_dim ** 2:,} elements ({nbytes(base.head_dim ** 2 * base.elem_bytes)}). Fitted log–log slopes: "
             f"{e(slope_txt) or 'n/a'} (Θ(N²d²/M) predicts −1)."
             + ("" if "square" in m_algos else " The square-tiling algorithm for the small-cache "
                "regime is not available in this iosim, so only the bound is drawn there."),

@@ -44,7 +44,7 @@ def teach(ctx, gpu, seq, head_dim, heads, batch, dtype, causal, section, html_pa
         click.echo(f"wrote {html_path}", err=True)
         return
     sections = [resolve_section(section)] if section else None
-    click.echo(lesson_text(problem, gpu, sections, seed).rstrip("\n"))
+    click.echo(lesson_text(problem, gpu, sections, seed, progress=True).rstrip("\n"))
 
 
 @teach.command("online-softmax")
