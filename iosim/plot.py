@@ -22,10 +22,17 @@ from plotly.subplots import make_subplots
 
 from .units import nbytes, seconds, si
 
+# one colour per algorithm, used by no other series (units, byte levels and reference lines
+# take the colours below, kernels of one algorithm share its colour)
 COLORS = {"standard": "#d62728", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#9467bd",
           "square": "#ff7f0e", "measured": "#111111"}
-FALLBACK = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+FALLBACK = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+UNIT_COLORS = {"tensor cores": "#17becf", "exp units": "#e377c2", "DRAM": "#8c564b",
+               "L2": "#bcbd22", "shared memory": "#7f7f7f"}
 REF = "#555555"
+# a point whose schedule uses shared-memory operand reads for at least this share of its
+# predicted time has them drawn (the roof binds it); the run table uses the same share
+OPERAND_BINDS_SHARE = 0.25
 LAYOUT = dict(template="plotly_white", height=460, margin=dict(l=70, r=20, t=90, b=60),
               font=dict(family="Helvetica, Arial, sans-serif", size=12),
               legend=dict(font=dict(size=11)), hoverlabel=dict(align="left"))
@@ -53,7 +60,8 @@ def flops_per_exp(problem) -> float:
 
 
 # ---- hierarchical roofline --------------------------------------------------------------
-def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
+def roofline_figure(points, gpu, problem, measured=None, model: str | None = None) -> go.Figure:
+    """`model`: the time model asked for; points timed by another one are ringed."""
     ok = [p for p in points if p["ok"]]
     peak = gpu.tensor_rate(problem.dtype)
     fpe = flops_per_exp(problem)
@@ -78,15 +86,37 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
 
     roof(f"DRAM roof ({si(bw_d, 'B/s')})", bw_d, "solid")
     roof(f"L2 roof ({si(bw_l2, 'B/s')})", bw_l2, "dot")
+    # ridge points: where each roof meets the tensor-core ceiling
+    ridges = [("DRAM", peak / bw_d), ("L2", peak / bw_l2)]
+    smem_bound = [p for p in ok if p.get("intensity_smem") and p["time_s"]
+                  and p["smem_operand_time_s"] >= OPERAND_BINDS_SHARE * p["time_s"]]
+    bw_s = gpu.shared_memory_bandwidth_bytes_per_s
+    if smem_bound:
+        roof(f"shared-memory roof, MMA operands ({si(bw_s, 'B/s')})", bw_s, "dashdot")
+        ridges.append(("shared memory", peak / bw_s))
+    fig.add_trace(go.Scatter(
+        x=[r for _, r in ridges], y=[peak] * len(ridges), mode="markers+text",
+        name="ridge points", marker=dict(symbol="triangle-down", size=11, color=REF),
+        text=[f"ridge {lvl}: {r:,.0f}" for lvl, r in ridges], textposition="top center",
+        textfont=dict(size=10, color=REF),
+        hovertemplate="%{text} FLOP/B<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[xmin, xmax], y=[peak, peak], mode="lines",
-        name=f"tensor-core ceiling ({si(peak, 'FLOP/s')} {problem.dtype})",
+        name=f"tensor-core ceiling ({si(peak, 'FLOP/s')} {problem.dtype}, wgmma)",
         line=dict(color="#000000", width=2),
         hovertemplate=f"tensor cores: {peak:,.4g} FLOP/s ({problem.dtype} dense)<extra></extra>"))
+    if any("mma_sync" in p.get("mma_instructions", ()) for p in ok):
+        frac = gpu.tensor_mma_sync_fraction
+        fig.add_trace(go.Scatter(
+            x=[xmin, xmax], y=[peak * frac, peak * frac], mode="lines",
+            name=f"mma.sync ceiling ({si(peak * frac, 'FLOP/s')}, {frac:.1%} of peak)",
+            line=dict(color="#000000", width=1.5, dash="dash"),
+            hovertemplate=(f"mma.sync: {peak * frac:,.4g} FLOP/s = {frac:.3f} × the wgmma peak "
+                           "(measured; GPU config)<extra></extra>")))
     fig.add_trace(go.Scatter(
         x=[xmin, xmax], y=[exp_ceiling, exp_ceiling], mode="lines",
         name=f"exp ceiling ({si(gpu.exp_per_s, 'exp/s')} × {fpe:g} FLOP/exp)",
-        line=dict(color="#e377c2", width=2, dash="dash"),
+        line=dict(color=UNIT_COLORS["exp units"], width=2, dash="dash"),
         hovertemplate=(f"exp units: {gpu.exp_per_s:,.4g} exp/s × {fpe:g} matmul FLOP per exp "
                        f"= {exp_ceiling:,.4g} FLOP/s<extra></extra>")))
     algos = list(dict.fromkeys(p["algorithm"] for p in ok))
@@ -110,6 +140,29 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
                             line=dict(width=1.5, color=color(algo, i))),
                 line=dict(width=1, color=color(algo, i), dash="solid" if level == "DRAM" else "dot"),
                 text=text, hovertemplate="%{text}<extra></extra>"))
+    for i, algo in enumerate(algos):
+        pts = sorted((p for p in smem_bound if p["algorithm"] == algo), key=lambda p: p["seq"])
+        if pts:
+            fig.add_trace(go.Scatter(
+                x=[p["intensity_smem"] for p in pts], y=[p["flops_per_s"] for p in pts],
+                mode="lines+markers", name=f"{algo} · vs shared memory", legendgroup=algo,
+                marker=dict(symbol="square-open", size=9, color=color(algo, i)),
+                line=dict(width=1, color=color(algo, i), dash="dashdot"),
+                text=[(f"<b>{algo}</b>, N = {p['seq']:,}<br>intensity vs shared-memory operand "
+                       f"reads: {p['intensity_smem']:,.2f} FLOP/B<br>operand bytes: "
+                       f"{exact_bytes(p['smem_operand_bytes'])}<br>at "
+                       f"{si(bw_s, 'B/s')}: {seconds(p['smem_operand_time_s'])} of "
+                       f"{seconds(p['time_s'])}") for p in pts],
+                hovertemplate="%{text}<extra></extra>"))
+    other = [p for p in ok if p["model"] != model] if model else []
+    if other:
+        fig.add_trace(go.Scatter(
+            x=[p["intensity_dram"] for p in other] + [p["intensity_l2"] for p in other],
+            y=[p["flops_per_s"] for p in other] * 2, mode="markers",
+            name=f"timed by the {other[0]['model']} model, not {model}",
+            marker=dict(symbol="circle-open", size=17, color="#000000", line=dict(width=1.5)),
+            text=[f"{p['algorithm']}, N = {p['seq']:,}: timed by the {p['model']} model"
+                  for p in other] * 2, hovertemplate="%{text}<extra></extra>"))
     if measured:
         for i, algo in enumerate(dict.fromkeys(m["algorithm"] for m in measured)):
             for level, symbol in (("DRAM", "x"), ("L2", "cross")):
@@ -257,15 +310,15 @@ def comparison_figure(records, seq: int) -> go.Figure:
         text=[f"<b>{r['algorithm']}</b><br>time {r['time_s']:.6g} s ({seconds(r['time_s'])})<br>"
               f"bound by {r['bound_by']}<br>model: {r['model']}" for r in recs],
         hovertemplate="%{text}<extra></extra>", textposition="none"), row=1, col=1)
-    levels = (("L2→SM", "l2_to_smem_bytes", "#4c72b0"), ("SM→L2", "smem_to_l2_bytes", "#8fa8d0"),
-              ("DRAM read", "dram_read_bytes", "#c44e52"), ("DRAM write", "dram_write_bytes", "#e8a0a2"))
+    levels = (("L2→SM", "l2_to_smem_bytes", UNIT_COLORS["L2"]), ("SM→L2", "smem_to_l2_bytes", "#dbdb8d"),
+              ("DRAM read", "dram_read_bytes", UNIT_COLORS["DRAM"]),
+              ("DRAM write", "dram_write_bytes", "#c49c94"))
     for name, key, c in levels:
         fig.add_trace(go.Bar(
             x=algos, y=[r[key] for r in recs], name=name, marker_color=c, legendgroup="bytes",
             text=[f"<b>{r['algorithm']}</b> {name}<br>{exact_bytes(r[key])}" for r in recs],
             hovertemplate="%{text}<extra></extra>", textposition="none"), row=1, col=2)
-    units = (("tensor cores", "#2ca02c"), ("exp units", "#e377c2"), ("DRAM", "#c44e52"),
-             ("L2", "#4c72b0"))
+    units = tuple((u, UNIT_COLORS[u]) for u in ("tensor cores", "exp units", "DRAM", "L2"))
     for unit, c in units:
         fig.add_trace(go.Bar(
             x=algos, y=[100 * r["utilization"][unit] for r in recs], name=f"{unit} busy",
@@ -283,7 +336,7 @@ def comparison_figure(records, seq: int) -> go.Figure:
 
 
 # ---- CTA timelines ----------------------------------------------------------------------
-KERNEL_PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+KERNEL_OPACITY = (1.0, 0.6, 0.35, 0.2)   # kernels of one algorithm: its colour, lighter
 
 
 def timeline_figure(panels: list, title: str) -> go.Figure:
@@ -301,13 +354,14 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
         kernels = list(dict.fromkeys(b["kernel"] for b in bars))
         for ki, kern in enumerate(kernels):
             kb = [b for b in bars if b["kernel"] == kern]
-            c = base_color if ki == 0 else KERNEL_PALETTE[ki % len(KERNEL_PALETTE)]
+            c = base_color
             fig.add_trace(go.Bar(
                 y=[b["sm"] + (b["lane"] + 0.5) / lanes - 0.5 for b in kb],
                 x=[(b["end_s"] - b["start_s"]) * 1e6 for b in kb],
                 base=[b["start_s"] * 1e6 for b in kb], orientation="h", width=0.9 / lanes,
                 name=f"{name}: {kern}", legendgroup=name,
-                marker=dict(color=c, line=dict(width=0.3, color="#ffffff")),
+                marker=dict(color=c, opacity=KERNEL_OPACITY[min(ki, len(KERNEL_OPACITY) - 1)],
+                            line=dict(width=0.3, color="#ffffff")),
                 text=[(f"<b>{name}</b> {kern} CTA {b['cta']} {b.get('coord', '')}<br>"
                        f"SM {b['sm']} (slot {b['lane']})<br>"
                        f"start {b['start_s'] * 1e6:.4f} µs, end {b['end_s'] * 1e6:.4f} µs<br>"

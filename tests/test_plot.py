@@ -77,3 +77,56 @@ def test_notebook_example_runs_and_writes_its_figures(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "bytes_vs_seq.html", "bytes_vs_sram.html", "compare.html", "roofline.html",
         "timeline.html"]
+
+
+def _colors(trace):
+    out = set()
+    for part in (getattr(trace, "marker", None), getattr(trace, "line", None)):
+        c = getattr(part, "color", None) if part is not None else None
+        if isinstance(c, str):
+            out.add(c)
+    return out
+
+
+def test_ridge_points_sit_on_the_tensor_ceiling(runs):
+    fig = plot.roofline(runs)
+    ridge = traces(fig, "ridge points")[0]
+    g = runs[0].gpu
+    peak = g.tensor_rate("fp16")
+    assert list(ridge.x)[:2] == pytest.approx([peak / g.dram_bandwidth_bytes_per_s,
+                                               peak / g.l2_bandwidth_bytes_per_s])
+    assert set(ridge.y) == {peak}
+
+
+def test_mma_sync_ceiling_and_shared_memory_roof_drawn_where_they_bind():
+    fa2 = io.run("fa2", "h100", model="roofline", seq=4096, heads=4)     # mma.sync
+    fig = plot.roofline([fa2])
+    g = fa2.gpu
+    ceiling = traces(fig, "mma.sync ceiling")[0]
+    assert list(ceiling.y) == pytest.approx([g.tensor_rate("fp16") * g.tensor_mma_sync_fraction] * 2)
+    assert traces(fig, "shared-memory roof")
+    pts = traces(fig, "fa2 · vs shared memory")[0]
+    assert list(pts.x) == [pytest.approx(fa2.counters.mma_flops
+                                         / fa2.counters.smem_read_bytes_estimate)]
+    fa3 = io.run("fa3", "h100", model="roofline", seq=4096, heads=4)     # wgmma only
+    assert not traces(plot.roofline([fa3]), "mma.sync ceiling")
+
+
+def test_points_timed_by_another_model_are_ringed(runs):
+    from iosim.report.sweep import record
+    fig = plot.roofline_figure([record(a) for a in runs], runs[0].gpu, runs[0].problem,
+                               model="sim")
+    ring = traces(fig, "timed by the roofline model")[0]
+    assert len(ring.x) == 2 * len(runs)
+    assert not traces(plot.roofline_figure([record(a) for a in runs], runs[0].gpu,
+                                           runs[0].problem, model="roofline"), "timed by")
+
+
+def test_no_other_series_reuses_an_algorithm_colour(runs):
+    algo_colors = {plot.color(a) for a in ("standard", "fa1", "fa2", "fa3", "square")}
+    sim = [io.run(a, "h100", seq=1024, heads=2) for a in ("fa1", "fa2")]
+    for fig in (plot.roofline(runs), plot.compare(sim), plot.bytes_vs_sram(seq=512, heads=2)):
+        for t in fig.data:
+            if not any((t.name or "").startswith(a) for a in ("standard", "fa1", "fa2", "fa3",
+                                                             "square")):
+                assert not _colors(t) & algo_colors, t.name

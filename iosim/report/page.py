@@ -177,7 +177,8 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     figs = []   # (div id, figure)
     ok_points = [q for q in res.points if q["ok"]]
     if ok_points:
-        figs.append(("iosim-roofline", figures.roofline_figure(res.points, gpu, p, measured)))
+        figs.append(("iosim-roofline", figures.roofline_figure(res.points, gpu, p, measured,
+                                                                  spec.model)))
         figs.append(("iosim-bytes-vs-n", figures.bytes_vs_n_figure(res.points, gpu, p, spec.seqs)))
     if any(m["ok"] for m in mpoints):
         figs.append(("iosim-bytes-vs-m", figures.bytes_vs_m_figure(

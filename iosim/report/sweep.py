@@ -99,6 +99,12 @@ def record(a) -> dict:
         "dram_write_bytes": a.dram_write_bytes,
         "dram_bytes": a.dram_read_bytes + a.dram_write_bytes,
         "dram_source": a.dram_source,
+        "mma_instructions": sorted({k.pipeline.get("mma_instruction", "wgmma")
+                                    for k in a.kernels}),
+        "smem_operand_bytes": c.smem_read_bytes_estimate,
+        "smem_operand_time_s": c.smem_read_bytes_estimate / a.gpu.shared_memory_bandwidth_bytes_per_s,
+        "intensity_smem": (c.mma_flops / c.smem_read_bytes_estimate
+                           if c.smem_read_bytes_estimate else None),
         "intensity_dram": r.intensity_dram_flop_per_byte,
         "intensity_l2": r.intensity_l2_flop_per_byte,
         "flops_per_s": c.mma_flops / t if t else 0.0,
