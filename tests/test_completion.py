@@ -6,8 +6,9 @@ import sys
 
 def complete(words: str, cword: int) -> list[str]:
     env = dict(os.environ, COMP_WORDS=words, COMP_CWORD=str(cword), _IOSIM_COMPLETE="bash_complete")
-    out = subprocess.run([sys.executable, "-c", "from iosim.cli import main; main()"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    code = "from iosim.cli import main; main(prog_name='iosim')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
     return out.stdout.split()
 
 
