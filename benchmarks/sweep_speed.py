@@ -48,9 +48,11 @@ def main() -> None:
     runs = {}
     for which in (["serial", "dask"] if args.order == "serial-first" else ["dask", "serial"]):
         kw = {"workers": 0} if which == "serial" else {"workers": args.workers}
+        load = os.getloadavg()[0]
         runs[which] = timed(**kw)
         print(f"{which:>6}: {runs[which][1]:7.1f} s  "
-              f"({'in this process' if which == 'serial' else f'{args.workers} local Dask workers'})")
+              f"({'in this process' if which == 'serial' else f'{args.workers} local Dask workers'}; "
+              f"1-min load average {load:.2f} at its start, {os.getloadavg()[0]:.2f} at its end)")
     (s_df, s_t), (d_df, d_t) = runs["serial"], runs["dask"]
     cols = ["point_id", "predicted_time_s", "dram_read_bytes", "counters.l2_to_smem_bytes",
             "error"]

@@ -33,16 +33,16 @@ def run(algo: str = "fa2", gpu="h100", model: str = "sim", mode: str = "fast",
 
 
 def row(a: Analysis) -> dict:
-    """One flat record of an analysis (the JSON's scalar fields, dotted)."""
-    from .cli import flatten
-    return flatten(a.to_dict())
+    """One flat record of an analysis (the JSON's fields, dotted; lists as JSON text)."""
+    from .records import flat
+    return flat(a.to_dict())
 
 
 def compare(algos=("standard", "fa1", "fa2", "fa3"), gpu="h100", model: str = "sim",
             mode: str = "fast", **problem_and_tiling):
     """`iosim compare` as a DataFrame, one row per algorithm."""
-    import pandas as pd
-    return pd.DataFrame([row(run(a, gpu, model, mode, **problem_and_tiling)) for a in algos])
+    from .records import to_frame
+    return to_frame([run(a, gpu, model, mode, **problem_and_tiling).to_dict() for a in algos])
 
 
 def sweep(seqs=None, algos=("fa2",), gpu="h100", model: str = "sim", mode: str = "fast",

@@ -20,7 +20,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .units import nbytes, seconds, si
+from .units import capacity, nbytes, seconds, si
 
 # one colour per algorithm, used by no other series (units, byte levels and reference lines
 # take the colours below, kernels of one algorithm share its colour)
@@ -272,7 +272,7 @@ def bytes_vs_m_figure(mpoints, problem, sizes, refs, slopes) -> go.Figure:
     # the d² crossover as a vertical line trace (hoverable, drawn in data coordinates)
     fig.add_trace(go.Scatter(
         x=[cross, cross], y=[10 ** yr[0], 10 ** yr[1]], mode="lines",
-        name=f"M = d² = {d * d:,} elements ({nbytes(cross)})",
+        name=f"M = d² = {d * d:,} elements ({capacity(cross)})",
         line=dict(color="#000000", width=2),
         hovertemplate=(f"Saha–Ye crossover M = d² = {d * d:,} elements = {cross:,} B"
                        "<extra></extra>")))

@@ -28,7 +28,7 @@ def to_frame(records: list):
 
 def flat(record: dict) -> dict:
     """One record flattened the same way, as a dict."""
-    return to_frame([record]).iloc[0].to_dict()
+    return to_frame([record]).to_dict("records")[0]
 
 
 def to_csv(records: list) -> str:

@@ -109,3 +109,25 @@ def test_api_sweep_shorthand_and_grid_agree():
 def test_output_must_be_parquet_or_csv(tmp_path):
     with pytest.raises(IosimError, match="must end in .parquet or .csv"):
         sweep({"seq": 256}, tmp_path / "out.xlsx")
+
+
+def test_an_existing_cluster_is_used_through_its_scheduler_address():
+    import logging
+
+    from dask.distributed import LocalCluster
+    grid = {"algo": "fa2", "seq": [256, 512], "heads": 2, "model": "roofline"}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+        df = sweep(grid, scheduler=cluster.scheduler_address)
+    assert list(df["predicted_time_s"]) == list(sweep(grid)["predicted_time_s"])
+
+
+def test_cli_reports_each_point_on_stderr_and_writes_parquet(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "grid.yaml").write_text("algo: [fa1, fa2]\nseq: 256\nheads: 2\nmodel: roofline\n")
+    r = CliRunner().invoke(main, ["sweep", "grid.yaml", "-o", "out.parquet", "--workers", "0"])
+    assert r.exit_code == 0, r.output
+    steps = [line for line in r.stderr.splitlines() if line.startswith("sweep:")]
+    assert len(steps) == 2 and steps[-1].endswith("algo=fa2") and " 2/2 " in steps[-1]
+    assert r.stdout == ""
+    assert list(pd.read_parquet(tmp_path / "out.parquet")["point.algo"]) == ["fa1", "fa2"]

@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass, field
 
 from .. import __version__
-from ..units import nbytes, seconds, si
+from ..units import capacity, nbytes, seconds, si
 from . import data, sweep
 from .. import plot as figures
 from ..progress import Progress
@@ -60,14 +60,16 @@ def gpu_table(gpu, dtype: str) -> str:
     rows = [
         ("SMs", f"{gpu.sm_count}", "sm_count"),
         ("clock", si(gpu.clock_hz, "Hz"), "clock_hz"),
-        ("shared memory / SM, / CTA", f"{gpu.shared_memory_per_sm_bytes:,} B, "
-                                      f"{gpu.shared_memory_per_block_bytes:,} B",
+        ("shared memory / SM, / CTA", f"{gpu.shared_memory_per_sm_bytes:,} B "
+                                      f"({capacity(gpu.shared_memory_per_sm_bytes)}), "
+                                      f"{gpu.shared_memory_per_block_bytes:,} B "
+                                      f"({capacity(gpu.shared_memory_per_block_bytes)})",
          "shared_memory_per_sm_bytes"),
         ("registers / SM", f"{gpu.registers_per_sm:,}", "registers_per_sm"),
-        ("L2 capacity", f"{gpu.l2_capacity_bytes:,} B ({nbytes(gpu.l2_capacity_bytes)})",
+        ("L2 capacity", f"{gpu.l2_capacity_bytes:,} B ({capacity(gpu.l2_capacity_bytes)})",
          "l2_capacity_bytes"),
         ("L2 → SM bandwidth", si(gpu.l2_bandwidth_bytes_per_s, "B/s"), "l2_bandwidth_bytes_per_s"),
-        ("DRAM capacity", f"{gpu.dram_capacity_bytes:,} B ({nbytes(gpu.dram_capacity_bytes)})",
+        ("DRAM capacity", f"{gpu.dram_capacity_bytes:,} B ({capacity(gpu.dram_capacity_bytes)})",
          "dram_capacity_bytes"),
         ("DRAM bandwidth", si(gpu.dram_bandwidth_bytes_per_s, "B/s"), "dram_bandwidth_bytes_per_s"),
         (f"tensor cores ({dtype}, dense)", si(gpu.tensor_rate(dtype), "FLOP/s"), "tensor_flops_per_s"),
@@ -265,7 +267,7 @@ Hover any point for exact numbers.</p>
             "B<sub>r</sub> = min(B<sub>c</sub>, d)); FA-2, whose default tiles do not follow M, "
             "uses the largest square tile that fits (one stage). "
             "Saha–Ye: the IO complexity is Θ(min(N²d/√M, N²d²/M)); the two terms cross at "
-            f"M = d² = {base.head_dim ** 2:,} elements ({nbytes(base.head_dim ** 2 * base.elem_bytes)}). Fitted log–log slopes: "
+            f"M = d² = {base.head_dim ** 2:,} elements ({capacity(base.head_dim ** 2 * base.elem_bytes)}). Fitted log–log slopes: "
             f"{e(slope_txt) or 'n/a'} (Θ(N²d²/M) predicts −1)."
             + ("" if "square" in m_algos else " The square-tiling algorithm for the small-cache "
                "regime is not available in this iosim, so only the bound is drawn there."),
