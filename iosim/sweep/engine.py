@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from ..errors import IosimError
+from ..progress import Progress
 from .grid import GPU_SCALES, load_grid, point_id, points
 
 PROBLEM_KEYS = {"batch": "batch", "heads": "heads_q", "kv_heads": "heads_kv", "seq": "seq_q",
@@ -158,7 +159,6 @@ def sweep(grid, output=None, workers: int = 0, scheduler: str | None = None,
             gpus[key] = scaled_gpu(key[0], p).model_dump()
         tasks.append((i, (p, gpus[key])))
     results = {}
-    from ..progress import Progress
     bar = Progress(len(tasks), desc="sweep", enabled=progress and bool(tasks))
     varying = [k for k in order if len(grid_model.axes().get(k) or ()) > 1]
 
@@ -180,11 +180,9 @@ def sweep(grid, output=None, workers: int = 0, scheduler: str | None = None,
         return df[first + [c for c in df.columns if c not in first + last] + last]
 
     try:
-        if not tasks:
-            pass
-        elif workers > 0 or scheduler:
+        if tasks and (workers > 0 or scheduler):
             _dask(tasks, on_result, workers, scheduler)
-        else:
+        elif tasks:
             _serial(tasks, on_result)
     finally:
         bar.close()
