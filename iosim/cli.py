@@ -7,11 +7,11 @@ import sys
 import click
 
 from .errors import IosimError
-from .formats import flatten, to_csv  # noqa: F401  (re-exported: iosim.cli.flatten)
 from .limits import LIMITS_HELP
 from .options import (ALGO_OPTION, ALGOS_OPTION, IosimGroup, algorithm_list, check_output,
                       problem_options, resolve, say_warnings, use, write_output)
 from .options import algorithm as pick_algorithm
+from .records import to_csv
 
 
 # Commands that live with their subsystems; imported only when used, so `iosim run` starts fast.
@@ -22,6 +22,7 @@ LAZY_COMMANDS = {
     "validate": ("iosim.analysis.validate", "validate"),
     "report": ("iosim.report.cli", "report"),
     "teach": ("iosim.teach.cli", "teach"),
+    "sweep": ("iosim.sweep.cli", "sweep"),
 }
 
 
@@ -78,11 +79,18 @@ def scenarios():
 
 @main.command(help="Analyze one attention problem with one algorithm on one GPU.\n\n" + LIMITS_HELP)
 @use(ALGO_OPTION)
+@click.option("--timeline", type=click.Path(dir_okay=False),
+              help="Also write the simulated CTA timeline here as Chrome/Perfetto trace-event "
+                   "JSON (open it in ui.perfetto.dev).")
 @problem_options
-def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
+def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **kw):
     from .analysis.analyze import analyze
     from .report.text import analysis_table
     check_output(output, force)
+    if timeline:
+        check_output(timeline, force, flag="--timeline")
+        if model != "sim":
+            raise IosimError("--timeline needs the simulator (--model sim)")
     r = resolve(kw)
     name = pick_algorithm(algorithm, r.scenario)
     say_warnings(r.problem)
@@ -94,6 +102,10 @@ def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
         text = to_csv([a.to_dict()])
     else:
         text = analysis_table(a)
+    if timeline:
+        from .report import trace_events
+        trace_events.write(trace_events.simulation_trace(a), timeline)
+        click.echo(f"wrote {timeline}", err=True)
     write_output(text, output, force)
 
 
@@ -109,8 +121,14 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     if r.problem.direction != "fwd" and algos is None:
         names = [n for n in names if n != "fa3"]      # FA-3 is forward only
     say_warnings(r.problem)
-    results = [analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
-                       l2_samples=l2_samples, **r.tiling) for n in names]
+    from .progress import Progress
+    bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
+    results = []
+    for n in names:
+        results.append(analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
+                               l2_samples=l2_samples, **r.tiling))
+        bar.step(n)
+    bar.close()
     if fmt == "json":
         text = json.dumps([x.to_dict() for x in results], indent=2)
     elif fmt == "csv":

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Literal, Optional, Union
 
@@ -233,25 +232,3 @@ def load_measurements(path: Path) -> dict:
 
 
 # ---- what iosim writes ------------------------------------------------------------------
-def flatten(d: dict, prefix: str = "") -> dict:
-    """Nested dicts as one level of dotted keys; lists as JSON text."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        elif isinstance(v, (list, tuple)):
-            out[key] = json.dumps(v)
-        else:
-            out[key] = v
-    return out
-
-
-def to_csv(records: list) -> str:
-    rows = [flatten(r) for r in records]
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()

@@ -1,4 +1,6 @@
-"""Human-readable numbers with units (SI prefixes, bytes in decimal units as datasheets use)."""
+"""Human-readable numbers with units: SI prefixes; traffic in decimal bytes (GB = 10⁹ B, as
+bandwidths are stated); capacities in binary units named as such (MiB, GiB), which is what
+vendors mean by the "50 MB" L2 and "80 GB" HBM of an H100."""
 from __future__ import annotations
 
 import math
@@ -25,3 +27,13 @@ def nbytes(value: float) -> str:
 
 def seconds(value: float) -> str:
     return si(value, "s")
+
+
+def capacity(value: float) -> str:
+    """A memory size in binary units: 52,428,800 B → '50 MiB', 85,899,345,920 B → '80 GiB'."""
+    if value is None:
+        return "—"
+    for scale, unit in ((2 ** 40, "TiB"), (2 ** 30, "GiB"), (2 ** 20, "MiB"), (2 ** 10, "KiB")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return f"{value:.0f} B"

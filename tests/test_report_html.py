@@ -9,7 +9,7 @@ from iosim.errors import IosimError
 from iosim.problem import AttentionProblem
 from iosim.hardware import load_gpu
 from iosim.report import sweep
-from iosim.report.progress import Progress
+from iosim.progress import Progress
 
 SMALL = ["report", "--gpu", "h100", "--seq", "512..1024", "--heads", "4",
          "--algos", "standard,fa2", "--model", "roofline", "--no-progress"]
@@ -141,23 +141,51 @@ def test_sram_sizes_include_the_d_squared_crossover():
     assert sizes == sorted(sizes) and sizes[-1] <= load_gpu("h100").shared_memory_per_block_bytes
 
 
-def test_progress_bar_draws_done_over_total():
-    class Tty:
-        def __init__(self):
-            self.text = ""
+class _Stream:
+    def __init__(self, tty):
+        self.text, self.tty = "", tty
 
-        def isatty(self):
-            return True
+    def isatty(self):
+        return self.tty
 
-        def write(self, s):
-            self.text += s
+    def write(self, s):
+        self.text += s
 
-        def flush(self):
-            pass
+    def flush(self):
+        pass
 
-    s = Tty()
-    bar = Progress(4, stream=s, width=8)
+
+def test_progress_off_a_terminal_writes_one_line_per_step():
+    s = _Stream(tty=False)
+    bar = Progress(4, desc="sweep", stream=s)
     bar.step("fa2 N=1024")
-    assert s.text == "\r[##      ] 1/4 fa2 N=1024"
-    bar.close("done")
-    assert s.text.endswith("\r[##      ] 1/4 done      \n")   # padded over the longer line
+    bar.step("fa2 N=2048")
+    bar.close()
+    lines = s.text.splitlines()
+    assert len(lines) == 2 and "\r" not in s.text
+    assert lines[0].startswith("sweep:") and " 1/4 " in lines[0] and lines[0].endswith("fa2 N=1024")
+    assert " 2/4 " in lines[1] and "50%" in lines[1]
+
+
+def test_progress_on_a_terminal_redraws_in_place():
+    s = _Stream(tty=True)
+    bar = Progress(4, desc="sweep", stream=s)
+    bar.step("fa2")
+    bar.close()
+    assert "\r" in s.text and "1/4" in s.text and s.text.endswith("\n")
+
+
+def test_progress_with_a_delay_stays_quiet_while_quick():
+    s = _Stream(tty=False)
+    bar = Progress(3, stream=s, delay=60.0)
+    bar.step("x")
+    bar.close()
+    assert s.text == ""
+
+
+def test_progress_disabled_writes_nothing():
+    s = _Stream(tty=False)
+    bar = Progress(3, stream=s, enabled=False)
+    bar.step("x")
+    bar.close()
+    assert s.text == ""

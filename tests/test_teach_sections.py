@@ -75,6 +75,19 @@ def test_standard_round_trips_equal_the_schedule_counters_and_closed_form(lesson
     assert f["round_trip_bytes"] == 4 * nn
 
 
+def test_standard_section_quotes_the_times_iosim_run_prints(lesson):
+    from click.testing import CliRunner
+    import json as _json
+    from iosim.cli import main
+    f = lesson["standard"].facts
+    for algo, key in (("standard", "time_s"), ("fa2", "fa2_time_s")):
+        args = ["run", "--algo", algo, "--seq", str(PROBLEM.seq_q), "--heads",
+                str(PROBLEM.heads_q), "--head-dim", str(PROBLEM.head_dim), "--format", "json"]
+        run = _json.loads(CliRunner().invoke(main, args).stdout)
+        assert f[key] == run["predicted_time_s"]
+        assert f[key.replace("time_s", "bound_by")] == run["bound_by"]
+
+
 def test_standard_intensity_is_flops_over_dram_bytes_and_below_ridge(lesson):
     f = lesson["standard"].facts
     a = analyze(PROBLEM, "h100", "standard", model="roofline")
@@ -93,10 +106,16 @@ def test_standard_intensity_is_flops_over_dram_bytes_and_below_ridge(lesson):
 def test_fa1_blocks_from_m_follow_the_paper(lesson, yml):
     f = lesson["tiling"].facts
     M = yml["shared_memory_per_block_bytes"] // 2
-    assert f["M"] == M
+    assert f["M_block"] == M
     assert f["paper_bc"] == -(-M // (4 * D)) == 227
     assert f["paper_br"] == min(227, D)
     assert (f["fa1"]["br"], f["fa1"]["bc"]) == (128, 224)      # rounded down to multiples of 16
+
+
+def test_tiling_and_lower_bound_sections_use_the_same_m(lesson, yml):
+    M = yml["shared_memory_per_sm_bytes"] // 2
+    assert lesson["tiling"].facts["M"] == lesson["lower-bound"].facts["M"] == M
+    assert f"M = {M:,}" in lesson["tiling"].text and f"M = {M:,}" in lesson["lower-bound"].text
 
 
 @pytest.mark.parametrize("alg", ["fa1", "fa2"])

@@ -64,6 +64,11 @@ class Analysis:
         """Tile-level (L2→SM plus SM→L2) bytes over the Θ-order lower bound."""
         return self.counters.l2_bytes / self.bounds.lower_bound_bytes
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows an Analysis as its run table."""
+        from ..report.text import analysis_html
+        return analysis_html(self)
+
     def to_dict(self) -> dict:
         """Stable keys; documented in docs/json.md."""
         from .. import __version__
@@ -76,7 +81,7 @@ class Analysis:
             "model": self.model,
             "tiling": {k: dict(v.__dict__) for k, v in self.tiling.items()},
             "kernels": [k.to_dict() for k in self.kernels],
-            "counters": self.counters.to_dict(),
+            "counters": _counters_dict(self.counters),
             "dram_read_bytes": self.dram_read_bytes,
             "dram_write_bytes": self.dram_write_bytes,
             "dram_source": self.dram_source,
@@ -90,6 +95,27 @@ class Analysis:
         if self.simulation is not None:
             out["simulation"] = self.simulation.to_dict()
         return out
+
+
+# counters.dram_* were the compulsory estimate under the same names as the top-level DRAM
+# traffic used for time; they are now counters.compulsory_dram_*. The old names stay for one
+# version (docs/json.md).
+COMPULSORY_RENAMES = {"dram_read_bytes": "compulsory_dram_read_bytes",
+                      "dram_write_bytes": "compulsory_dram_write_bytes",
+                      "dram_bytes": "compulsory_dram_bytes",
+                      "dram_model": "compulsory_dram_model"}
+
+
+def _counters_dict(counters) -> dict:
+    d = counters.to_dict()
+    out = {}
+    for k, v in d.items():
+        if k in COMPULSORY_RENAMES:
+            out[COMPULSORY_RENAMES[k]] = v
+        else:
+            out[k] = v
+    out.update({old: d[old] for old in COMPULSORY_RENAMES if old in d})   # deprecated names
+    return out
 
 
 def summarize_kernels(schedule, gpu) -> list:

@@ -148,11 +148,20 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
             for _pos, cfg, _m in todo]
     unique = list(dict.fromkeys(json.dumps(j, sort_keys=True) for j in jobs))
     n = _workers(len(unique))
+    from ..progress import Progress
+    bar = Progress(len(unique), desc="validate", delay=2.0)
     if n > 1:
         with ProcessPoolExecutor(n) as ex:
-            results = dict(zip(unique, ex.map(_predict_one, [json.loads(u) for u in unique])))
+            results = {}
+            for u, r in zip(unique, ex.map(_predict_one, [json.loads(u) for u in unique])):
+                results[u] = r
+                bar.step()
     else:
-        results = {u: _predict_one(json.loads(u)) for u in unique}
+        results = {}
+        for u in unique:
+            results[u] = _predict_one(json.loads(u))
+            bar.step()
+    bar.close()
     rows = []
     for (pos, cfg, m), job in zip(todo, jobs):
         a = results[json.dumps(job, sort_keys=True)]

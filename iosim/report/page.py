@@ -12,9 +12,10 @@ import html
 from dataclasses import dataclass, field
 
 from .. import __version__
-from ..units import nbytes, seconds, si
-from . import data, figures, sweep
-from .progress import Progress
+from ..units import capacity, nbytes, seconds, si
+from . import data, sweep
+from .. import plot as figures
+from ..progress import Progress
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True,
                  "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -59,14 +60,16 @@ def gpu_table(gpu, dtype: str) -> str:
     rows = [
         ("SMs", f"{gpu.sm_count}", "sm_count"),
         ("clock", si(gpu.clock_hz, "Hz"), "clock_hz"),
-        ("shared memory / SM, / CTA", f"{gpu.shared_memory_per_sm_bytes:,} B, "
-                                      f"{gpu.shared_memory_per_block_bytes:,} B",
+        ("shared memory / SM, / CTA", f"{gpu.shared_memory_per_sm_bytes:,} B "
+                                      f"({capacity(gpu.shared_memory_per_sm_bytes)}), "
+                                      f"{gpu.shared_memory_per_block_bytes:,} B "
+                                      f"({capacity(gpu.shared_memory_per_block_bytes)})",
          "shared_memory_per_sm_bytes"),
         ("registers / SM", f"{gpu.registers_per_sm:,}", "registers_per_sm"),
-        ("L2 capacity", f"{gpu.l2_capacity_bytes:,} B ({nbytes(gpu.l2_capacity_bytes)})",
+        ("L2 capacity", f"{gpu.l2_capacity_bytes:,} B ({capacity(gpu.l2_capacity_bytes)})",
          "l2_capacity_bytes"),
         ("L2 → SM bandwidth", si(gpu.l2_bandwidth_bytes_per_s, "B/s"), "l2_bandwidth_bytes_per_s"),
-        ("DRAM capacity", f"{gpu.dram_capacity_bytes:,} B ({nbytes(gpu.dram_capacity_bytes)})",
+        ("DRAM capacity", f"{gpu.dram_capacity_bytes:,} B ({capacity(gpu.dram_capacity_bytes)})",
          "dram_capacity_bytes"),
         ("DRAM bandwidth", si(gpu.dram_bandwidth_bytes_per_s, "B/s"), "dram_bandwidth_bytes_per_s"),
         (f"tensor cores ({dtype}, dense)", si(gpu.tensor_rate(dtype), "FLOP/s"), "tensor_flops_per_s"),
@@ -147,7 +150,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     sizes = sweep.sram_sizes(base, gpu, spec.m_points)
     m_algos = sweep.m_sweep_algorithms()
     bar = Progress(len(spec.algorithms) * len(spec.seqs) + len(m_algos) * len(sizes),
-                   enabled=progress)
+                   desc="report", enabled=progress)
     res = sweep.sweep_n(p, gpu, spec.algorithms, spec.seqs, spec.compare_seq, spec.model,
                         spec.sim_mode, spec.tiling, bar, spec.sim_max_ctas)
     mpoints = sweep.sweep_m(base, gpu, sizes, m_algos, bar)
@@ -155,16 +158,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
 
     measured, measured_note = data.measured_points(gpu, p, spec.algorithms, spec.seqs)
     compare = [r for r in res.points if r["seq"] == spec.compare_seq]
-    slopes = {}
-    d2 = base.head_dim ** 2 * base.elem_bytes
-    for algo in m_algos:
-        pts = [m for m in mpoints if m["algorithm"] == algo and m["ok"]]
-        large = [m for m in pts if m["sram_bytes"] >= d2]
-        small = [m for m in pts if m["sram_bytes"] < d2]
-        slopes[algo] = {
-            "all": sweep.fit_slope([m["sram_bytes"] for m in pts], [m["l2_bytes"] for m in pts]),
-            "large": sweep.fit_slope([m["sram_bytes"] for m in large], [m["l2_bytes"] for m in large]),
-            "small": sweep.fit_slope([m["sram_bytes"] for m in small], [m["l2_bytes"] for m in small])}
+    slopes = sweep.m_slopes(mpoints, base)
 
     # timelines: simulator at the comparison N, and captured traces of the same problem
     sim_panels = []
@@ -185,7 +179,8 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     figs = []   # (div id, figure)
     ok_points = [q for q in res.points if q["ok"]]
     if ok_points:
-        figs.append(("iosim-roofline", figures.roofline_figure(res.points, gpu, p, measured)))
+        figs.append(("iosim-roofline", figures.roofline_figure(res.points, gpu, p, measured,
+                                                                  spec.model)))
         figs.append(("iosim-bytes-vs-n", figures.bytes_vs_n_figure(res.points, gpu, p, spec.seqs)))
     if any(m["ok"] for m in mpoints):
         figs.append(("iosim-bytes-vs-m", figures.bytes_vs_m_figure(
@@ -272,7 +267,7 @@ Hover any point for exact numbers.</p>
             "B<sub>r</sub> = min(B<sub>c</sub>, d)); FA-2, whose default tiles do not follow M, "
             "uses the largest square tile that fits (one stage). "
             "Saha–Ye: the IO complexity is Θ(min(N²d/√M, N²d²/M)); the two terms cross at "
-            f"M = d² = {base.head_dim ** 2:,} elements ({nbytes(d2)}). Fitted log–log slopes: "
+            f"M = d² = {base.head_dim ** 2:,} elements ({capacity(base.head_dim ** 2 * base.elem_bytes)}). Fitted log–log slopes: "
             f"{e(slope_txt) or 'n/a'} (Θ(N²d²/M) predicts −1)."
             + ("" if "square" in m_algos else " The square-tiling algorithm for the small-cache "
                "regime is not available in this iosim, so only the bound is drawn there."),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.bounds import fa1_theorem2_elements, saha_ye_elements
 from ..errors import IosimError
-from .progress import Progress
+from ..progress import Progress
 
 UNITS = ("tensor cores", "exp units", "DRAM", "L2")
 
@@ -83,6 +83,12 @@ def record(a) -> dict:
         "dram_write_bytes": a.dram_write_bytes,
         "dram_bytes": a.dram_read_bytes + a.dram_write_bytes,
         "dram_source": a.dram_source,
+        "mma_instructions": sorted({k.pipeline.get("mma_instruction", "wgmma")
+                                    for k in a.kernels}),
+        "smem_operand_bytes": c.smem_read_bytes_estimate,
+        "smem_operand_time_s": c.smem_read_bytes_estimate / a.gpu.shared_memory_bandwidth_bytes_per_s,
+        "intensity_smem": (c.mma_flops / c.smem_read_bytes_estimate
+                           if c.smem_read_bytes_estimate else None),
         "intensity_dram": r.intensity_dram_flop_per_byte,
         "intensity_l2": r.intensity_l2_flop_per_byte,
         "flops_per_s": c.mma_flops / t if t else 0.0,
@@ -257,6 +263,20 @@ def fit_slope(xs, ys) -> float | None:
     if sxx == 0:
         return None
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+def m_slopes(mpoints, problem) -> dict:
+    """Per algorithm, the log-log slope of tile traffic against M: over all sizes, over
+    M ≥ d² (large cache) and over M < d² (small cache)."""
+    d2 = problem.head_dim ** 2 * problem.elem_bytes
+    out = {}
+    for algo in dict.fromkeys(m["algorithm"] for m in mpoints):
+        pts = [m for m in mpoints if m["algorithm"] == algo and m["ok"]]
+        parts = {"all": pts, "large": [m for m in pts if m["sram_bytes"] >= d2],
+                 "small": [m for m in pts if m["sram_bytes"] < d2]}
+        out[algo] = {k: fit_slope([m["sram_bytes"] for m in v], [m["l2_bytes"] for m in v])
+                     for k, v in parts.items()}
+    return out
 
 
 def m_bounds(problem, sizes) -> dict:

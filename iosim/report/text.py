@@ -1,7 +1,7 @@
 """Plain-text tables of analyses for the terminal."""
 from __future__ import annotations
 
-from ..units import nbytes, seconds, si
+from ..units import capacity, nbytes, seconds, si
 
 
 def _rows_to_text(rows, title: str | None = None) -> str:
@@ -12,62 +12,200 @@ def _rows_to_text(rows, title: str | None = None) -> str:
     return "\n".join(out)
 
 
-def analysis_table(a) -> str:
-    p, g, c, b, r = a.problem, a.gpu, a.counters, a.bounds, a.roofline
-    rows = [("GPU", f"{g.name} ({g.short_name})"),
+# ---- the run table: sections of (label, value) rows ----------------------------------------
+# Each section is a function of the Analysis returning (heading, rows) or None; the text and
+# HTML renderings walk SECTIONS, so a new section (e.g. a time breakdown) is one function and
+# one entry here.
+
+def _header(a):
+    p, g = a.problem, a.gpu
+    rows = [("GPU", f"{g.name} ({g.short_name}): {g.sm_count} SMs, "
+                    f"{capacity(g.shared_memory_per_sm_bytes)} shared memory per SM, "
+                    f"{capacity(g.l2_capacity_bytes)} L2, {capacity(g.dram_capacity_bytes)} DRAM"),
             ("problem", p.describe()),
             ("algorithm", a.algorithm),
-            ("tiling", "; ".join(f"{k}: {t.describe()}" for k, t in a.tiling.items())),
-            ("", "")]
+            ("tiling", "; ".join(f"{k}: {t.describe()}" for k, t in a.tiling.items()))]
     for k in a.kernels:
+        instr = k.pipeline.get("mma_instruction", "wgmma").replace("_", ".")
         rows.append((f"kernel {k.name}",
                      f"grid {'×'.join(map(str, k.grid))} = {k.ctas:,} CTAs, {k.threads_per_cta} thr, "
-                     f"{k.smem_bytes_per_cta / 1024:.0f} KiB smem, {k.registers_per_thread} regs, "
-                     f"{k.ctas_per_sm} CTA/SM, {k.waves:.2f} waves"))
-    rows += [("", ""),
-             ("L2 → SM (tile loads)", nbytes(c.l2_to_smem_bytes)),
-             ("SM → L2 (tile stores)", nbytes(c.smem_to_l2_bytes)),
-             ("DRAM read / write", f"{nbytes(a.dram_read_bytes)} / {nbytes(a.dram_write_bytes)}  "
-                                   f"[{a.dram_source}]"),
-             ("shared-memory reads (est.)", nbytes(c.smem_read_bytes_estimate)),
+                     f"{capacity(k.smem_bytes_per_cta)} smem, {k.registers_per_thread} regs, "
+                     f"{k.ctas_per_sm} CTA/SM, {k.waves:.2f} waves, {instr}"))
+    return None, rows
+
+
+def _traffic(a):
+    c = a.counters
+    rows = [("L2 → SM (tile loads)", nbytes(c.l2_to_smem_bytes)),
+            ("SM → L2 (tile stores)", nbytes(c.smem_to_l2_bytes)),
+            ("DRAM read / write", f"{nbytes(a.dram_read_bytes)} / {nbytes(a.dram_write_bytes)}  "
+                                  f"[{a.dram_source}]")]
+    if a.simulation is not None:
+        rows.append(("  compulsory (estimate)",
+                     f"{nbytes(c.dram_read_bytes)} / {nbytes(c.dram_write_bytes)}  "
+                     "[each tensor once: perfect L2 reuse]"))
+    rows += [("shared-memory operand reads", f"{nbytes(c.smem_read_bytes_estimate)}  "
+                                             f"[MMA operands, {_operand_path(a)}]"),
              ("tensor-core FLOPs", f"{si(c.mma_flops, 'FLOP')} executed, "
                                    f"{si(c.useful_flops, 'FLOP')} useful"),
              ("exponentials", si(c.exp_count)),
-             ("other elementwise ops", si(c.alu_ops)),
-             ("", ""),
-             ("intensity vs DRAM", f"{si(r.intensity_dram_flop_per_byte)} FLOP/B "
-                                   f"(ridge {r.ridge_dram_flop_per_byte:.0f})"),
-             ("intensity vs L2", f"{si(r.intensity_l2_flop_per_byte)} FLOP/B "
-                                 f"(ridge {r.ridge_l2_flop_per_byte:.0f})"),
-             ("compulsory traffic", nbytes(b.compulsory_bytes)),
-             ("IO lower bound", f"{nbytes(b.lower_bound_bytes)}  [{b.regime}, M = "
-                                f"{b.sram_elements:,} elements]"),
-             ("tile traffic / bound", f"{a.bound_ratio:.2f}×"),
-             ("", ""),
-             ("roofline time", f"{seconds(r.roofline_time_s)} ({r.bound})"),
-             ("per-unit times", f"tensor {seconds(r.tensor_time_s)}, exp {seconds(r.exp_time_s)}, "
-                                f"ALU {seconds(r.alu_time_s)}, DRAM {seconds(r.dram_time_s)}, "
-                                f"L2 {seconds(r.l2_time_s)}"),
-             ("predicted time", f"{seconds(a.predicted_time_s)}  [{a.model}]"),
-             *_simulation_rows(a),
-             ("bound by", a.bound_by),
-             ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
-    return _rows_to_text(rows, f"iosim {a.algorithm} on {g.short_name}")
+             ("other elementwise ops", si(c.alu_ops))]
+    return "Traffic and work (counted from the schedule)", rows
 
 
-def _simulation_rows(a) -> list:
+def _operand_path(a) -> str:
+    instrs = {k.pipeline.get("mma_instruction", "wgmma") for k in a.kernels}
+    return " and ".join(sorted("ldmatrix into registers for mma.sync" if i == "mma_sync" else
+                               "read by wgmma from shared memory" for i in instrs))
+
+
+def _bounds(a):
+    b, r = a.bounds, a.roofline
+    return "IO bounds and intensity", [
+        ("intensity vs DRAM", f"{si(r.intensity_dram_flop_per_byte)} FLOP/B "
+                              f"(ridge {r.ridge_dram_flop_per_byte:.0f} at peak)"),
+        ("intensity vs L2", f"{si(r.intensity_l2_flop_per_byte)} FLOP/B "
+                            f"(ridge {r.ridge_l2_flop_per_byte:.0f} at peak)"),
+        ("compulsory traffic", nbytes(b.compulsory_bytes)),
+        ("IO lower bound", f"{nbytes(b.lower_bound_bytes)}  [{b.regime}, M = "
+                           f"{b.sram_elements:,} elements]"),
+        ("tile traffic / bound", f"{a.bound_ratio:.2f}×")]
+
+
+def _peak(a):
+    g, r, p = a.gpu, a.roofline, a.problem
+    rows = [("tensor cores", f"{seconds(r.tensor_time_s)}  "
+                             f"[{si(g.tensor_rate(p.dtype), 'FLOP/s')} {p.dtype} dense]"),
+            ("exp units", f"{seconds(r.exp_time_s)}  [{si(g.exp_per_s, 'exp/s')}]"),
+            ("ALUs", f"{seconds(r.alu_time_s)}  [{si(g.alu_ops_per_s, 'op/s')}]"),
+            ("DRAM", f"{seconds(r.dram_time_s)}  [{si(g.dram_bandwidth_bytes_per_s, 'B/s')}]"),
+            ("L2", f"{seconds(r.l2_time_s)}  [{si(g.l2_bandwidth_bytes_per_s, 'B/s')}]"),
+            ("roofline time", f"{seconds(r.roofline_time_s)}  (the largest: {r.bound})")]
+    return "Time at datasheet peaks (roofline: each unit alone, nothing else modelled)", rows
+
+
+def tensor_work(a) -> dict:
+    """What the simulated tensor unit does, summed over kernels and divided by the SM count:
+    MMAs at their instruction's rate, and shared-memory operand reads (iosim.machine.MmaCost:
+    ldmatrix reads add to mma.sync's time; wgmma overlaps its own)."""
+    from ..machine import MmaCost
+    from ..schedule import Loop, Mma
+    g, p = a.gpu, a.problem
+    wgmma_rate = g.tensor_rate(p.dtype)
+    smem_rate = g.shared_memory_bandwidth_bytes_per_s
+    out = {"mma_s": 0.0, "operand_s": 0.0, "busy_s": 0.0, "instructions": set()}
+
+    def walk(program, cost, n):
+        for item in program:
+            if isinstance(item, Loop):
+                walk(item.body, cost, n * item.count)
+            elif isinstance(item, Mma):
+                mma = item.flops * cost.scale / wgmma_rate
+                operand = cost.operand_bytes(item) / smem_rate
+                out["mma_s"] += n * mma
+                out["operand_s"] += n * operand
+                out["busy_s"] += n * cost.work(item) / wgmma_rate
+
+    for k in a.schedule.kernels:
+        cost = MmaCost(g, p.dtype, k.pipeline, k.launch.threads_per_cta, p.elem_bytes)
+        out["instructions"].add(getattr(k.pipeline, "mma_instruction", "wgmma"))
+        for rep, n in k.classes:
+            walk(k.program(rep), cost, n)
+    return out
+
+
+def _simulated(a):
     sim = a.simulation
     if sim is None:
-        return []
+        return None
     d = sim.to_dict()
-    util = ", ".join(f"{k} {v:.0%}" for k, v in d["utilization"].items())
+    util, t = d["utilization"], a.predicted_time_s
+    g, p = a.gpu, a.problem
+    tw = tensor_work(a)
+    sync = "mma_sync" in tw["instructions"]
+    frac = g.mma_flops_per_s_per_sm(p.dtype, "mma_sync") / g.tensor_flops_per_s_per_sm(p.dtype)
+    rate_note = (f"mma.sync at {frac:.1%} of the {p.dtype} peak" if sync else
+                 f"wgmma at the {p.dtype} peak")
+    binds = tw["operand_s"] > 0.25 * tw["busy_s"]
+    rows = [("predicted time", f"{seconds(t)}  [{a.model}, {d['mode']} mode]"),
+            ("tensor unit busy", f"{util['tensor']:.0%} = {seconds(util['tensor'] * t)}  "
+                                 f"[its work, {seconds(tw['busy_s'])} per SM: the lines below]")]
+    rows.append(("  MMAs", f"{seconds(tw['mma_s'])}  [{rate_note}]"))
+    if tw["operand_s"]:
+        overlap = ("added: the same warps issue ldmatrix, then mma.sync" if sync else
+                   "overlapped by wgmma")
+        rows.append(("  shared-memory operand reads",
+                     f"{seconds(tw['operand_s'])}  [{nbytes(a.counters.smem_read_bytes_estimate)} at "
+                     f"{si(g.shared_memory_bandwidth_bytes_per_s, 'B/s')}; {overlap}]"
+                     + ("  ← binds" if binds and sync and a.bound_by == "tensor cores" else "")))
+    names = {"exp": "exp units busy", "alu": "ALUs busy", "l2": "L2 busy", "dram": "DRAM busy"}
+    for key, label in names.items():
+        rows.append((label, f"{util[key]:.0%} = {seconds(util[key] * t)}"))
     stall = ", ".join(f"{k} {v:.0%}" for k, v in d["stall_fraction"].items())
-    return [("utilization", util),
-            ("CTA time stalled on", stall),
-            ("L2 hit rate (loads)", f"{d['l2_hit_rate']:.1%}  [{d['model']['l2_policy']}, "
-                                    f"{nbytes(d['model']['l2_effective_capacity_bytes'])} effective]"),
-            ("simulator", f"{d['mode']} mode, {d['model'].get('engine', '')} engine"
-                          + _replay_note(d))]
+    rows += [("CTA time stalled on", stall),
+             ("L2 hit rate (loads)", f"{d['l2_hit_rate']:.1%}  [{d['model']['l2_policy']}, "
+                                     f"{capacity(d['model']['l2_effective_capacity_bytes'])} effective]"),
+             ("simulator", f"{d['mode']} mode, {d['model'].get('engine', '')} engine"
+                           + _replay_note(d))]
+    return "Simulated (unit rates as modelled: instruction class, operand reads, overlap)", rows
+
+
+def _verdict(a):
+    if a.simulation is not None:
+        util = a.simulation.to_dict()["utilization"]
+        busiest = max(util, key=util.get)
+        why = (f"the busiest simulated unit, {util[busiest]:.0%} of the predicted time"
+               if a.bound_by in BOUND_LABELS.values() else "no simulated unit is ≥ 70% busy")
+    else:
+        n = len(a.kernels)
+        return "", [("predicted time", f"{seconds(a.predicted_time_s)}  [roofline model: roofline "
+                                       f"time + {n} launch{'es' if n > 1 else ''} × "
+                                       f"{seconds(a.gpu.launch_overhead_s)}]"),
+                    ("bound by", f"{a.bound_by}  [the largest time at datasheet peak]"),
+                    ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
+    return "", [("bound by", f"{a.bound_by}  [{why}]"),
+                ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
+
+
+BOUND_LABELS = {"dram": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor cores",
+                "exp": "exp units", "alu": "ALUs"}
+SECTIONS = [_header, _traffic, _bounds, _peak, _simulated, _verdict]
+
+
+def analysis_sections(a) -> list:
+    """[(heading or None, [(label, value), ...]), ...] of the run table."""
+    return [s for s in (f(a) for f in SECTIONS) if s is not None]
+
+
+def analysis_table(a) -> str:
+    rows = []
+    for heading, section in analysis_sections(a):
+        if rows:
+            rows.append(("", ""))
+        if heading:
+            rows.append((f"{heading}:", ""))
+        rows += section
+    width = max(len(k) for k, _ in rows if k and not k.endswith(":"))
+    title = f"iosim {a.algorithm} on {a.gpu.short_name}"
+    out = [title, "-" * len(title)]
+    for k, v in rows:
+        out.append("" if not k else k if k.endswith(":") and not v else f"{k:<{width}}  {v}")
+    return "\n".join(out)
+
+
+def analysis_html(a) -> str:
+    """The run table as an HTML table (Analysis._repr_html_ in Jupyter)."""
+    import html
+    e = html.escape
+    out = [f'<table class="iosim-run"><caption style="text-align:left"><b>iosim '
+           f'{e(a.algorithm)} on {e(a.gpu.short_name)}</b></caption>']
+    for heading, rows in analysis_sections(a):
+        if heading:
+            out.append(f'<tr><th colspan="2" style="text-align:left">{e(heading)}</th></tr>')
+        out += [f'<tr><td style="text-align:left">{e(k)}</td>'
+                f'<td style="text-align:left">{e(v)}</td></tr>' for k, v in rows]
+    out.append("</table>")
+    return "\n".join(out)
 
 
 def _replay_note(sim: dict) -> str:

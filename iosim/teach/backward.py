@@ -59,7 +59,8 @@ def text(f: dict) -> str:
         f"At peak rates the extra FLOPs cost {si(f['extra_flops_time_s'], 's')} of tensor-core "
         f"time; moving the N×N tensors costs {si(f['n2_traffic_time_s'], 's')} of DRAM time.",
         f"DRAM traffic: standard {nbytes(f['std_dram_bytes'])}, fa2 {nbytes(f['fa2_dram_bytes'])}. "
-        f"Predicted: standard {si(f['std_time_s'], 's')} ({f['std_bound_by']}), fa2 "
+        f"Roofline model (datasheet peaks, not the simulator): standard "
+        f"{si(f['std_time_s'], 's')} ({f['std_bound_by']}), fa2 "
         f"{si(f['fa2_time_s'], 's')} ({f['fa2_bound_by']}).",
         *(["(Causal: fa2 skips masked blocks while standard computes all of S, so the difference "
            "also includes that saving.)"] if f["causal"] else []),

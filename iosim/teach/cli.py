@@ -43,7 +43,7 @@ def teach(ctx, section, html_path, force, seed, **kw):
         write_html(html_path, r.problem, r.gpu, force=force, seed=seed)
         click.echo(f"wrote {html_path}", err=True)
         return
-    click.echo(lesson_text(r.problem, r.gpu, sections, seed).rstrip("\n"))
+    click.echo(lesson_text(r.problem, r.gpu, sections, seed, progress=True).rstrip("\n"))
 
 
 @teach.command("online-softmax")

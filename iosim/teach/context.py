@@ -51,12 +51,21 @@ class LessonContext:
         """M as the fa1 generator takes it: shared memory one CTA may use, in elements."""
         return self.gpu.shared_memory_per_block_bytes // self.eb
 
-    # ---- analyses (roofline model: the lesson is about counts, not the simulator) -----
+    # ---- analyses (roofline model for counts; `simulated` for the times iosim run gives) --
     def analysis(self, algorithm: str, direction: str = "fwd", **tiling):
         key = (algorithm, direction, tuple(sorted(tiling.items())))
         if key not in self._cache:
             self._cache[key] = analyze(self.problem.with_(direction=direction), self.gpu,
                                        algorithm, model="roofline", **tiling)
+        return self._cache[key]
+
+    def simulated(self, algorithm: str):
+        """The analysis `iosim run` prints (the simulator, fast mode): the lesson quotes its
+        times so that the two agree; counts come from `analysis` (they do not depend on the
+        time model)."""
+        key = ("sim", algorithm)
+        if key not in self._cache:
+            self._cache[key] = analyze(self.problem, self.gpu, algorithm, model="sim")
         return self._cache[key]
 
     def has_algorithm(self, name: str) -> bool:

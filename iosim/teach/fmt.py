@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import math
 
-from ..units import nbytes, si
+from ..units import capacity, nbytes, si
 
-__all__ = ["nbytes", "si", "fnum", "table", "heading", "sci"]
+__all__ = ["capacity", "nbytes", "si", "fnum", "table", "heading", "sci"]
 
 
 def fnum(x: float, digits: int = 6) -> str:

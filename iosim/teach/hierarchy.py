@@ -1,7 +1,7 @@
 """Section 1: the memory hierarchy and the roofline ridge points, from the GpuSpec."""
 from __future__ import annotations
 
-from .fmt import heading, nbytes, si, table
+from .fmt import capacity, heading, si, table
 
 NAME = "hierarchy"
 TITLE = "The memory hierarchy and the ridge point"
@@ -36,14 +36,14 @@ def facts(ctx) -> dict:
 
 
 def text(f: dict) -> str:
-    rows = [(n, nbytes(c), si(b, "B/s") if b else "(operands of every instruction)", w)
+    rows = [(n, capacity(c), si(b, "B/s") if b else "(operands of every instruction)", w)
             for n, c, b, w in f["levels"]]
     return "\n".join([
         heading(1, TITLE), "",
         f"{f['gpu']}, {f['sm_count']} SMs. From fastest and smallest to slowest and largest:", "",
         table(["level", "capacity (whole GPU)", "bandwidth", "where"], rows, "lrrl"), "",
-        f"Each SM has {nbytes(f['registers_per_sm_bytes'])} of registers and "
-        f"{nbytes(f['smem_per_sm_bytes'])} of shared memory: in {f['dtype']} that is "
+        f"Each SM has {capacity(f['registers_per_sm_bytes'])} of registers and "
+        f"{capacity(f['smem_per_sm_bytes'])} of shared memory: in {f['dtype']} that is "
         f"M = {f['sram_elements']:,} elements, the 'SRAM size' M of the IO-complexity results.",
         "",
         f"The tensor cores do {si(f['tensor_flops_per_s'], 'FLOP/s')} ({f['dtype']}, dense).",

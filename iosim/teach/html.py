@@ -23,6 +23,7 @@ def roofline_over_n(ctx) -> "go.Figure":
     """Standard vs fa2 on the DRAM roofline, one frame per N (slider)."""
     go = _go()
     from ..analysis.analyze import analyze
+    from ..plot import color
     ns = sorted(set(SLIDER_NS) | {ctx.problem.seq_q})
     rate = ctx.gpu.tensor_rate(ctx.problem.dtype)
     bw = ctx.gpu.dram_bandwidth_bytes_per_s
@@ -41,7 +42,7 @@ def roofline_over_n(ctx) -> "go.Figure":
         return go.Scatter(
             x=[pts[a][0] for a in pts], y=[pts[a][1] for a in pts], mode="markers+text",
             text=[f"{a} (N={n})" for a in pts], textposition="top center", name="algorithms",
-            marker=dict(size=12, color=["crimson", "royalblue"]),
+            marker=dict(size=12, color=[color(a) for a in pts]),
             hovertemplate="%{text}<br>intensity %{x:.1f} FLOP/B<br>attainable %{y:.0f} TFLOP/s"
                           "<extra></extra>")
     frames = [go.Frame(data=[roof, points(n)], name=str(n)) for n in ns]

@@ -47,10 +47,19 @@ def build_section(ctx: LessonContext, number: int) -> Section:
     return Section(number, mod.NAME, mod.TITLE, f, mod.text(f))
 
 
-def build_lesson(problem, gpu="h100", sections=None, seed: int = 0) -> list[Section]:
+def build_lesson(problem, gpu="h100", sections=None, seed: int = 0,
+                 progress: bool = False) -> list[Section]:
+    """The sections (all, or the numbers given); progress: a bar on stderr if it takes > 2 s."""
+    from ..progress import Progress
     ctx = LessonContext.make(problem, gpu, seed)
-    numbers = sections or range(1, len(SECTIONS) + 1)
-    return [build_section(ctx, n) for n in numbers]
+    numbers = list(sections or range(1, len(SECTIONS) + 1))
+    bar = Progress(len(numbers), desc="teach", enabled=progress and len(numbers) > 1, delay=2.0)
+    out = []
+    for n in numbers:
+        out.append(build_section(ctx, n))
+        bar.step(SECTIONS[n - 1].NAME)
+    bar.close()
+    return out
 
 
 def preamble(problem, gpu) -> str:
@@ -62,7 +71,8 @@ def preamble(problem, gpu) -> str:
                       "Every number below is computed by iosim for this configuration.", "", ""])
 
 
-def lesson_text(problem, gpu="h100", sections=None, seed: int = 0) -> str:
-    parts = [s.text for s in build_lesson(problem, gpu, sections, seed)]
+def lesson_text(problem, gpu="h100", sections=None, seed: int = 0,
+                progress: bool = False) -> str:
+    parts = [s.text for s in build_lesson(problem, gpu, sections, seed, progress)]
     head = preamble(problem, gpu) if not sections or len(sections) > 1 else ""
     return head + "\n\n\n".join(parts) + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..algorithms.common import ceil_div, kv_segments
 from ..analysis.bounds import fa1_block_sizes
 from ..analysis.tensors import STAT_BYTES
-from .fmt import heading, nbytes, table
+from .fmt import capacity, heading, nbytes, table
 
 NAME = "tiling"
 TITLE = "Tiling: block sizes from M, and the Θ(N²d²/M) count"
@@ -20,10 +20,12 @@ def block_pairs(problem, br: int, bc: int) -> int:
 
 def facts(ctx) -> dict:
     p, N, d, eb, H = ctx.problem, ctx.N, ctx.d, ctx.eb, ctx.heads
-    M = ctx.sram_elements_per_block
-    paper_br, paper_bc = fa1_block_sizes(M, d)
+    M_block = ctx.sram_elements_per_block      # what one CTA may use: sizes FA-1's blocks
+    M = ctx.sram_elements_per_sm               # the bound's M (section 5, `iosim run`)
+    paper_br, paper_bc = fa1_block_sizes(M_block, d)
     out = {"N": N, "d": d, "eb": eb, "heads": H, "causal": p.causal, "M": M,
-           "M_bytes": ctx.gpu.shared_memory_per_block_bytes,
+           "M_bytes": ctx.gpu.shared_memory_per_sm_bytes, "M_block": M_block,
+           "M_block_bytes": ctx.gpu.shared_memory_per_block_bytes,
            "paper_br": paper_br, "paper_bc": paper_bc}
     out["n2d2_over_m_elements"] = N * N * d * d / M              # per head
     for alg in ("fa1", "fa2"):
@@ -72,8 +74,11 @@ def text(f: dict) -> str:
         "Keep blocks of Q, K, V and O in SRAM so that each N×N tile of S and P lives only on chip.",
         f"FA-1 (Algorithm 1) sizes the blocks from M: Bc = ⌈M/4d⌉, Br = min(Bc, d), so that",
         "K_j, V_j (Bc×d each), Q_i, O_i (Br×d each) and S_ij (Br×Bc) fit in O(M).", "",
-        f"M here = shared memory one CTA may use = {nbytes(f['M_bytes'])} = {f['M']:,} elements;",
-        f"Bc = ⌈{f['M']:,}/(4·{d})⌉ = {f['paper_bc']}, Br = min({f['paper_bc']}, {d}) = "
+        f"M here = shared memory per SM = {capacity(f['M_bytes'])} = {f['M']:,} elements (the M of "
+        "the bound in section 5 and of `iosim run`);",
+        f"one CTA may use {capacity(f['M_block_bytes'])} = {f['M_block']:,} elements of it, which "
+        "sizes FA-1's blocks:",
+        f"Bc = ⌈{f['M_block']:,}/(4·{d})⌉ = {f['paper_bc']}, Br = min({f['paper_bc']}, {d}) = "
         f"{f['paper_br']}. The fa1 schedule rounds to tensor-core multiples of 16: "
         f"{a1['br']}×{a1['bc']}.",
         f"FA-2 swaps the loops (Q blocks outer) and picks {a2['br']}×{a2['bc']} (its O accumulator "
@@ -84,8 +89,10 @@ def text(f: dict) -> str:
               [row("fa1", a1), row("fa2", a2)]), "",
         "fa1 per pair: read Q_i, O_i and write O_i (3·Br·d elements) plus ℓ_i, m_i in and out.",
         "fa2 per pair: read K_j, V_j (2·Bc·d elements); Q_i is read and O_i written once.", "",
+        "FA-1's Theorem 2 is an upper bound: FlashAttention makes O(N²d²/M) HBM accesses. Its",
+        "proof counts, for a tiling, at most the accesses below; they are not a lower bound.",
         "Per head, in elements (× bytes/element × heads for the totals below):",
-        f"  fa1: Theorem 2's {a1['formula_name']} = {a1['formula_elements']:,} "
+        f"  fa1: Theorem 2's count {a1['formula_name']} = {a1['formula_elements']:,} "
         f"= {a1['formula_over_n2d2_over_m']:.2f}·N²d²/M  (3Nd·N/Bc with Bc = M/4d is 12·N²d²/M)",
         f"  fa2: {a2['formula_name']} = {a2['formula_elements']:,} "
         f"= {a2['formula_over_n2d2_over_m']:.2f}·N²d²/M", "",
@@ -99,8 +106,8 @@ def text(f: dict) -> str:
     lines += [
         "(fa1 also stores the initial O, ℓ, m and moves ℓ, m each pair; fa2 writes the row "
         "log-sum-exp LSE.)",
-        f"N²d²/M = {f['n2d2_over_m_elements']:,.0f} elements per head: both schedules sit a "
-        "constant factor above it, as Θ(N²d²/M) says.",
+        f"N²d²/M = {f['n2d2_over_m_elements']:,.0f} elements per head (M = {f['M']:,}): both "
+        "schedules sit a constant factor above it, as Θ(N²d²/M) says.",
     ]
     for n, a in (("fa1", a1), ("fa2", a2)):
         for note in a["notes"]:

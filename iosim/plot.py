@@ -1,5 +1,18 @@
-"""Plotly figures of a report, drawn from the records of `sweep.py` (no computation here
-beyond reference curves). Every hover label gives exact numbers with units."""
+"""Plotly figures of attention analyses, for notebooks and for the HTML report (one
+implementation: `iosim report` draws these same figures).
+
+Public, each returning a plotly Figure:
+
+    roofline(analyses)          hierarchical roofline (DRAM and L2 roofs, compute ceilings)
+    bytes_vs_seq(df)            L2↔SM and DRAM bytes against N, with Θ(N²), Θ(N²d²/M), compulsory
+    bytes_vs_sram(...)          tile traffic against shared-memory size M (Saha–Ye regimes)
+    timeline(analysis)          the simulated CTAs by SM (first waves)
+    compare(analyses)           time, bytes per level and unit utilization side by side
+
+`analyses` are `iosim.api.run` results; `df` is a table of `iosim.api.sweep` / `compare` /
+`iosim sweep` rows. The `*_figure` functions below draw from plain records (those of
+iosim/report/sweep.py), which is what the report holds. Every hover label gives exact numbers
+with units."""
 from __future__ import annotations
 
 import math
@@ -7,12 +20,19 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..units import nbytes, seconds, si
+from .units import capacity, nbytes, seconds, si
 
+# one colour per algorithm, used by no other series (units, byte levels and reference lines
+# take the colours below, kernels of one algorithm share its colour)
 COLORS = {"standard": "#d62728", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#9467bd",
           "square": "#ff7f0e", "measured": "#111111"}
-FALLBACK = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+FALLBACK = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+UNIT_COLORS = {"tensor cores": "#17becf", "exp units": "#e377c2", "DRAM": "#8c564b",
+               "L2": "#bcbd22", "shared memory": "#7f7f7f"}
 REF = "#555555"
+# a point whose schedule uses shared-memory operand reads for at least this share of its
+# predicted time has them drawn (the roof binds it); the run table uses the same share
+OPERAND_BINDS_SHARE = 0.25
 LAYOUT = dict(template="plotly_white", height=460, margin=dict(l=70, r=20, t=90, b=60),
               font=dict(family="Helvetica, Arial, sans-serif", size=12),
               legend=dict(font=dict(size=11)), hoverlabel=dict(align="left"))
@@ -40,7 +60,8 @@ def flops_per_exp(problem) -> float:
 
 
 # ---- hierarchical roofline --------------------------------------------------------------
-def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
+def roofline_figure(points, gpu, problem, measured=None, model: str | None = None) -> go.Figure:
+    """`model`: the time model asked for; points timed by another one are ringed."""
     ok = [p for p in points if p["ok"]]
     peak = gpu.tensor_rate(problem.dtype)
     fpe = flops_per_exp(problem)
@@ -65,15 +86,37 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
 
     roof(f"DRAM roof ({si(bw_d, 'B/s')})", bw_d, "solid")
     roof(f"L2 roof ({si(bw_l2, 'B/s')})", bw_l2, "dot")
+    # ridge points: where each roof meets the tensor-core ceiling
+    ridges = [("DRAM", peak / bw_d), ("L2", peak / bw_l2)]
+    smem_bound = [p for p in ok if p.get("intensity_smem") and p["time_s"]
+                  and p["smem_operand_time_s"] >= OPERAND_BINDS_SHARE * p["time_s"]]
+    bw_s = gpu.shared_memory_bandwidth_bytes_per_s
+    if smem_bound:
+        roof(f"shared-memory roof, MMA operands ({si(bw_s, 'B/s')})", bw_s, "dashdot")
+        ridges.append(("shared memory", peak / bw_s))
+    fig.add_trace(go.Scatter(
+        x=[r for _, r in ridges], y=[peak] * len(ridges), mode="markers+text",
+        name="ridge points", marker=dict(symbol="triangle-down", size=11, color=REF),
+        text=[f"ridge {lvl}: {r:,.0f}" for lvl, r in ridges], textposition="top center",
+        textfont=dict(size=10, color=REF),
+        hovertemplate="%{text} FLOP/B<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[xmin, xmax], y=[peak, peak], mode="lines",
-        name=f"tensor-core ceiling ({si(peak, 'FLOP/s')} {problem.dtype})",
+        name=f"tensor-core ceiling ({si(peak, 'FLOP/s')} {problem.dtype}, wgmma)",
         line=dict(color="#000000", width=2),
         hovertemplate=f"tensor cores: {peak:,.4g} FLOP/s ({problem.dtype} dense)<extra></extra>"))
+    if any("mma_sync" in p.get("mma_instructions", ()) for p in ok):
+        frac = gpu.tensor_mma_sync_fraction
+        fig.add_trace(go.Scatter(
+            x=[xmin, xmax], y=[peak * frac, peak * frac], mode="lines",
+            name=f"mma.sync ceiling ({si(peak * frac, 'FLOP/s')}, {frac:.1%} of peak)",
+            line=dict(color="#000000", width=1.5, dash="dash"),
+            hovertemplate=(f"mma.sync: {peak * frac:,.4g} FLOP/s = {frac:.3f} × the wgmma peak "
+                           "(measured; GPU config)<extra></extra>")))
     fig.add_trace(go.Scatter(
         x=[xmin, xmax], y=[exp_ceiling, exp_ceiling], mode="lines",
         name=f"exp ceiling ({si(gpu.exp_per_s, 'exp/s')} × {fpe:g} FLOP/exp)",
-        line=dict(color="#e377c2", width=2, dash="dash"),
+        line=dict(color=UNIT_COLORS["exp units"], width=2, dash="dash"),
         hovertemplate=(f"exp units: {gpu.exp_per_s:,.4g} exp/s × {fpe:g} matmul FLOP per exp "
                        f"= {exp_ceiling:,.4g} FLOP/s<extra></extra>")))
     algos = list(dict.fromkeys(p["algorithm"] for p in ok))
@@ -97,6 +140,29 @@ def roofline_figure(points, gpu, problem, measured=None) -> go.Figure:
                             line=dict(width=1.5, color=color(algo, i))),
                 line=dict(width=1, color=color(algo, i), dash="solid" if level == "DRAM" else "dot"),
                 text=text, hovertemplate="%{text}<extra></extra>"))
+    for i, algo in enumerate(algos):
+        pts = sorted((p for p in smem_bound if p["algorithm"] == algo), key=lambda p: p["seq"])
+        if pts:
+            fig.add_trace(go.Scatter(
+                x=[p["intensity_smem"] for p in pts], y=[p["flops_per_s"] for p in pts],
+                mode="lines+markers", name=f"{algo} · vs shared memory", legendgroup=algo,
+                marker=dict(symbol="square-open", size=9, color=color(algo, i)),
+                line=dict(width=1, color=color(algo, i), dash="dashdot"),
+                text=[(f"<b>{algo}</b>, N = {p['seq']:,}<br>intensity vs shared-memory operand "
+                       f"reads: {p['intensity_smem']:,.2f} FLOP/B<br>operand bytes: "
+                       f"{exact_bytes(p['smem_operand_bytes'])}<br>at "
+                       f"{si(bw_s, 'B/s')}: {seconds(p['smem_operand_time_s'])} of "
+                       f"{seconds(p['time_s'])}") for p in pts],
+                hovertemplate="%{text}<extra></extra>"))
+    other = [p for p in ok if p["model"] != model] if model else []
+    if other:
+        fig.add_trace(go.Scatter(
+            x=[p["intensity_dram"] for p in other] + [p["intensity_l2"] for p in other],
+            y=[p["flops_per_s"] for p in other] * 2, mode="markers",
+            name=f"timed by the {other[0]['model']} model, not {model}",
+            marker=dict(symbol="circle-open", size=17, color="#000000", line=dict(width=1.5)),
+            text=[f"{p['algorithm']}, N = {p['seq']:,}: timed by the {p['model']} model"
+                  for p in other] * 2, hovertemplate="%{text}<extra></extra>"))
     if measured:
         for i, algo in enumerate(dict.fromkeys(m["algorithm"] for m in measured)):
             for level, symbol in (("DRAM", "x"), ("L2", "cross")):
@@ -156,7 +222,7 @@ def bytes_vs_n_figure(points, gpu, problem, seqs) -> go.Figure:
 
 def reference_lines_n(problem, gpu, seqs) -> list:
     """(name, bytes per N, dash) for Θ(N²) standard, Θ(N²d²/M) and compulsory traffic."""
-    from ..analysis.bounds import io_bounds
+    from .analysis.bounds import io_bounds
     heads, eb = problem.batch * problem.heads_q, problem.elem_bytes
     m = gpu.shared_memory_per_sm_bytes
     n2 = [4 * n * n * eb * heads for n in seqs]
@@ -206,7 +272,7 @@ def bytes_vs_m_figure(mpoints, problem, sizes, refs, slopes) -> go.Figure:
     # the d² crossover as a vertical line trace (hoverable, drawn in data coordinates)
     fig.add_trace(go.Scatter(
         x=[cross, cross], y=[10 ** yr[0], 10 ** yr[1]], mode="lines",
-        name=f"M = d² = {d * d:,} elements ({nbytes(cross)})",
+        name=f"M = d² = {d * d:,} elements ({capacity(cross)})",
         line=dict(color="#000000", width=2),
         hovertemplate=(f"Saha–Ye crossover M = d² = {d * d:,} elements = {cross:,} B"
                        "<extra></extra>")))
@@ -244,15 +310,15 @@ def comparison_figure(records, seq: int) -> go.Figure:
         text=[f"<b>{r['algorithm']}</b><br>time {r['time_s']:.6g} s ({seconds(r['time_s'])})<br>"
               f"bound by {r['bound_by']}<br>model: {r['model']}" for r in recs],
         hovertemplate="%{text}<extra></extra>", textposition="none"), row=1, col=1)
-    levels = (("L2→SM", "l2_to_smem_bytes", "#4c72b0"), ("SM→L2", "smem_to_l2_bytes", "#8fa8d0"),
-              ("DRAM read", "dram_read_bytes", "#c44e52"), ("DRAM write", "dram_write_bytes", "#e8a0a2"))
+    levels = (("L2→SM", "l2_to_smem_bytes", UNIT_COLORS["L2"]), ("SM→L2", "smem_to_l2_bytes", "#dbdb8d"),
+              ("DRAM read", "dram_read_bytes", UNIT_COLORS["DRAM"]),
+              ("DRAM write", "dram_write_bytes", "#c49c94"))
     for name, key, c in levels:
         fig.add_trace(go.Bar(
             x=algos, y=[r[key] for r in recs], name=name, marker_color=c, legendgroup="bytes",
             text=[f"<b>{r['algorithm']}</b> {name}<br>{exact_bytes(r[key])}" for r in recs],
             hovertemplate="%{text}<extra></extra>", textposition="none"), row=1, col=2)
-    units = (("tensor cores", "#2ca02c"), ("exp units", "#e377c2"), ("DRAM", "#c44e52"),
-             ("L2", "#4c72b0"))
+    units = tuple((u, UNIT_COLORS[u]) for u in ("tensor cores", "exp units", "DRAM", "L2"))
     for unit, c in units:
         fig.add_trace(go.Bar(
             x=algos, y=[100 * r["utilization"][unit] for r in recs], name=f"{unit} busy",
@@ -270,14 +336,14 @@ def comparison_figure(records, seq: int) -> go.Figure:
 
 
 # ---- CTA timelines ----------------------------------------------------------------------
-KERNEL_PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+KERNEL_OPACITY = (1.0, 0.6, 0.35, 0.2)   # kernels of one algorithm: its colour, lighter
 
 
 def timeline_figure(panels: list, title: str) -> go.Figure:
     """Gantt by SM: one subplot per panel (name, bars, total CTAs, colour). Each bar is one CTA
     {sm, lane, start_s, end_s, cta, kernel, coord, detail}; CTAs resident on one SM at once
     sit in separate lanes of that SM's row."""
-    from .data import assign_lanes
+    from .report.data import assign_lanes
     panels = [p for p in panels if p[1]]
     titles = [f"{name}: first {len(bars):,} of {total:,} CTAs" for name, bars, total, _ in panels]
     height = 330 * len(panels) + 110 * (len(panels) - 1) + 150
@@ -288,13 +354,14 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
         kernels = list(dict.fromkeys(b["kernel"] for b in bars))
         for ki, kern in enumerate(kernels):
             kb = [b for b in bars if b["kernel"] == kern]
-            c = base_color if ki == 0 else KERNEL_PALETTE[ki % len(KERNEL_PALETTE)]
+            c = base_color
             fig.add_trace(go.Bar(
                 y=[b["sm"] + (b["lane"] + 0.5) / lanes - 0.5 for b in kb],
                 x=[(b["end_s"] - b["start_s"]) * 1e6 for b in kb],
                 base=[b["start_s"] * 1e6 for b in kb], orientation="h", width=0.9 / lanes,
                 name=f"{name}: {kern}", legendgroup=name,
-                marker=dict(color=c, line=dict(width=0.3, color="#ffffff")),
+                marker=dict(color=c, opacity=KERNEL_OPACITY[min(ki, len(KERNEL_OPACITY) - 1)],
+                            line=dict(width=0.3, color="#ffffff")),
                 text=[(f"<b>{name}</b> {kern} CTA {b['cta']} {b.get('coord', '')}<br>"
                        f"SM {b['sm']} (slot {b['lane']})<br>"
                        f"start {b['start_s'] * 1e6:.4f} µs, end {b['end_s'] * 1e6:.4f} µs<br>"
@@ -309,3 +376,90 @@ def timeline_figure(panels: list, title: str) -> go.Figure:
     fig.update_layout(**LAYOUT, title=title, barmode="overlay", bargap=0)
     fig.update_layout(height=height, showlegend=True)
     return fig
+
+
+# ---- public: from analyses and tables ----------------------------------------------------
+def _records(analyses) -> list:
+    from .report.sweep import record
+    return [record(a) for a in analyses]
+
+
+def roofline(analyses, measured=None) -> go.Figure:
+    """The hierarchical roofline of analyses of one GPU and problem shape (any N, algorithm)."""
+    analyses = list(analyses)
+    if not analyses:
+        raise ValueError("roofline() needs at least one analysis")
+    a = analyses[0]
+    return roofline_figure(_records(analyses), a.gpu, a.problem, measured)
+
+
+def _rows_of(df) -> list:
+    """Records of the bytes-vs-N figure from a sweep/compare table (rows with an error and
+    rows without counters are left out)."""
+    rows = df.to_dict("records") if hasattr(df, "to_dict") else list(df)
+    out = []
+    for r in rows:
+        if isinstance(r.get("error"), str) or r.get("counters.l2_to_smem_bytes") is None:
+            continue
+        l2 = r["counters.l2_to_smem_bytes"] + r["counters.smem_to_l2_bytes"]
+        dram_r, dram_w = r["dram_read_bytes"], r["dram_write_bytes"]
+        out.append({"ok": True, "algorithm": r["algorithm"], "seq": int(r["problem.seq_q"]),
+                    "l2_bytes": l2, "l2_to_smem_bytes": r["counters.l2_to_smem_bytes"],
+                    "smem_to_l2_bytes": r["counters.smem_to_l2_bytes"],
+                    "dram_read_bytes": dram_r, "dram_write_bytes": dram_w,
+                    "dram_bytes": dram_r + dram_w, "dram_source": r.get("dram_source", "")})
+    return out
+
+
+def bytes_vs_seq(df, gpu=None, problem=None) -> go.Figure:
+    """Bytes against N from a table of runs of one GPU and problem shape (iosim.api.sweep,
+    iosim sweep); gpu and problem (for the reference lines) default to the first row's."""
+    from .hardware import load_gpu
+    from .problem import AttentionProblem
+    recs = _rows_of(df)
+    if not recs:
+        raise ValueError("bytes_vs_seq() found no row without an error")
+    first = (df.to_dict("records") if hasattr(df, "to_dict") else list(df))[0]
+    if problem is None:
+        fields = {k.split(".", 1)[1]: v for k, v in first.items() if k.startswith("problem.")}
+        fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items()}
+        problem = AttentionProblem(**fields)
+    gpu = load_gpu(gpu or first["gpu"])
+    seqs = sorted({r["seq"] for r in recs})
+    return bytes_vs_n_figure(recs, gpu, problem, seqs)
+
+
+def bytes_vs_sram(problem=None, gpu="h100", algorithms=None, points: int = 10,
+                  **problem_fields) -> go.Figure:
+    """Tile traffic against shared-memory size M for `problem` (an AttentionProblem, or its
+    fields as keyword arguments: seq, heads, head_dim, ...)."""
+    from .api import _split
+    from .hardware import load_gpu
+    from .report import sweep as rs
+    if problem is None:
+        problem, _ = _split(problem_fields)
+    gpu = load_gpu(gpu)
+    sizes = rs.sram_sizes(problem, gpu, points)
+    mpoints = rs.sweep_m(problem, gpu, sizes, algorithms)
+    return bytes_vs_m_figure(mpoints, problem, sizes, rs.m_bounds(problem, sizes),
+                             rs.m_slopes(mpoints, problem))
+
+
+def timeline(analysis, cap: int = 2000) -> go.Figure:
+    """The simulated CTA timeline by SM of one analysis (its first `cap` CTAs)."""
+    from .report.data import sim_bars
+    bars, total = sim_bars(analysis, cap)
+    if not bars:
+        raise ValueError("timeline() needs an analysis simulated with model='sim'")
+    a = analysis
+    return timeline_figure([(f"{a.algorithm} (simulated)", bars, total, color(a.algorithm))],
+                           f"Simulated CTA timeline by SM: {a.algorithm} on {a.gpu.short_name}, "
+                           f"N = {a.problem.seq_q:,}")
+
+
+def compare(analyses) -> go.Figure:
+    """Analyses of one problem side by side (time, bytes per level, unit utilization)."""
+    analyses = list(analyses)
+    if not analyses:
+        raise ValueError("compare() needs at least one analysis")
+    return comparison_figure(_records(analyses), analyses[0].problem.seq_q)
