@@ -433,7 +433,7 @@ def bytes_vs_sram(problem=None, gpu="h100", algorithms=None, points: int = 10,
                   **problem_fields) -> go.Figure:
     """Tile traffic against shared-memory size M for `problem` (an AttentionProblem, or its
     fields as keyword arguments: seq, heads, head_dim, ...)."""
-    from .api import _split
+    from .options import problem_from_kwargs as _split
     from .hardware import load_gpu
     from .report import sweep as rs
     if problem is None:
