@@ -85,9 +85,9 @@ def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
     check_output(output, force)
     r = resolve(kw)
     name = pick_algorithm(algorithm, r.scenario)
-    say_warnings(r.problem)
     a = analyze(r.problem, r.gpu, name, model=model, sim_mode=sim_mode,
                 l2_samples=l2_samples, **r.tiling)
+    say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)
     elif fmt == "csv":
@@ -108,9 +108,9 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     names = algorithm_list(algos, r.scenario)
     if r.problem.direction != "fwd" and algos is None:
         names = [n for n in names if n != "fa3"]      # FA-3 is forward only
-    say_warnings(r.problem)
     results = [analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
                        l2_samples=l2_samples, **r.tiling) for n in names]
+    say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":
         text = json.dumps([x.to_dict() for x in results], indent=2)
     elif fmt == "csv":
