@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,6 +268,12 @@ def check_output(output: str | None, force: bool, flag: str = "--output") -> Non
         raise IosimError(f"{flag} {output}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise IosimError(f"{flag} {output}: the folder {parent} is not writable")
+    try:   # what the permission bits do not say (a read-only file system): try, leave nothing
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise IosimError(f"{flag} {output}: cannot write in {parent}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def write_output(text: str, output: str | None, force: bool) -> None:
