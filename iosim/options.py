@@ -152,6 +152,7 @@ def resolve(kw: dict, **fixed) -> Resolved:
     fields = {k: pick(kw, scen, k, PROBLEM_DEFAULTS[k]) for k in PROBLEM_KEYS}
     fields.update(fixed)
     problem = AttentionProblem(**fields)
+    problem.check_modelled()
     gpu = pick(kw, scen, "gpu", DEFAULT_GPU)
     tiling = {k: pick(kw, scen, k) for k in TILING_KEYS}
     return Resolved(problem, gpu, scen, {k: v for k, v in tiling.items() if v is not None})
@@ -170,7 +171,9 @@ def problem_from_kwargs(kwargs: dict) -> tuple[AttentionProblem, dict]:
         else:
             known = sorted(set(PROBLEM_KEYS) | set(API_ALIASES) | set(TILING_KEYS))
             raise IosimError(f"unknown keyword {k!r}; expected one of: {', '.join(known)}")
-    return AttentionProblem(**fields), tiling
+    problem = AttentionProblem(**fields)
+    problem.check_modelled()
+    return problem, tiling
 
 
 def say_warnings(problem) -> None:
