@@ -78,6 +78,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     from iosim.limits import MAX_EXACT_TILE_OPS
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"on {os.cpu_count()} CPUs")
     print(f"{'case':<72} {'time':>8} {'peak RSS':>9}  result")
     for label, spec, scale, quick in CASES:
         if args.quick and not quick:
@@ -90,8 +92,7 @@ def main() -> None:
         print(f"{label:<72} {r['s']:>7.1f}s {r['rss_mb']:>6.0f} MB  {what}")
         if scale and not r["error"]:
             print(f"{'  scaled to the limit (x' + format(scale, '.1f') + ', linear)':<72} "
-                  f"{r['s'] * scale:>7.0f}s {'':>9}  (time only; memory per CTA is in "
-                  f"docs/simulator.md)")
+                  f"{r['s'] * scale:>7.0f}s {'':>9}  (time only)")
 
 
 if __name__ == "__main__":
