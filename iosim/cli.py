@@ -93,9 +93,9 @@ def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **
             raise IosimError("--timeline needs the simulator (--model sim)")
     r = resolve(kw)
     name = pick_algorithm(algorithm, r.scenario)
-    say_warnings(r.problem)
     a = analyze(r.problem, r.gpu, name, model=model, sim_mode=sim_mode,
                 l2_samples=l2_samples, **r.tiling)
+    say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)
     elif fmt == "csv":
@@ -120,7 +120,6 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     names = algorithm_list(algos, r.scenario)
     if r.problem.direction != "fwd" and algos is None:
         names = [n for n in names if n != "fa3"]      # FA-3 is forward only
-    say_warnings(r.problem)
     from .progress import Progress
     bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
     results = []
@@ -129,6 +128,7 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
                                l2_samples=l2_samples, **r.tiling))
         bar.step(n)
     bar.close()
+    say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":
         text = json.dumps([x.to_dict() for x in results], indent=2)
     elif fmt == "csv":

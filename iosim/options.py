@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def resolve(kw: dict, **fixed) -> Resolved:
     fields = {k: pick(kw, scen, k, PROBLEM_DEFAULTS[k]) for k in PROBLEM_KEYS}
     fields.update(fixed)
     problem = AttentionProblem(**fields)
+    problem.check_modelled()
     gpu = pick(kw, scen, "gpu", DEFAULT_GPU)
     tiling = {k: pick(kw, scen, k) for k in TILING_KEYS}
     return Resolved(problem, gpu, scen, {k: v for k, v in tiling.items() if v is not None})
@@ -169,7 +171,9 @@ def problem_from_kwargs(kwargs: dict) -> tuple[AttentionProblem, dict]:
         else:
             known = sorted(set(PROBLEM_KEYS) | set(API_ALIASES) | set(TILING_KEYS))
             raise IosimError(f"unknown keyword {k!r}; expected one of: {', '.join(known)}")
-    return AttentionProblem(**fields), tiling
+    problem = AttentionProblem(**fields)
+    problem.check_modelled()
+    return problem, tiling
 
 
 def say_warnings(problem) -> None:
@@ -267,6 +271,12 @@ def check_output(output: str | None, force: bool, flag: str = "--output") -> Non
         raise IosimError(f"{flag} {output}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise IosimError(f"{flag} {output}: the folder {parent} is not writable")
+    try:   # what the permission bits do not say (a read-only file system): try, leave nothing
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise IosimError(f"{flag} {output}: cannot write in {parent}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def write_output(text: str, output: str | None, force: bool) -> None:

@@ -59,6 +59,11 @@ class AttentionProblem:
             raise IosimError(f"causal must be true or false, got {self.causal!r}")
         if not isinstance(self.direction, str) or self.direction not in DIRECTIONS:
             raise IosimError(f"unknown direction {self.direction!r}; choose one of: {', '.join(DIRECTIONS)}")
+
+    def check_modelled(self) -> None:
+        """Refuse what a user may ask for but the project has no kernel of: an fp8 backward
+        pass (FA-3's fp8 is forward only). Called where a user states the problem (the CLI's
+        options, the API); schedule generators still count any dtype, as the tests do."""
         if self.dtype == "fp8" and self.direction != "fwd":
             raise IosimError(f"direction {self.direction} with dtype fp8: iosim models no fp8 "
                              f"backward pass; use fp16 or bf16, or direction fwd")
