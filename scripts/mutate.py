@@ -302,7 +302,7 @@ def run_stage(copy: Path, args: tuple, timeout_s: int) -> tuple:
         return "passed", ""
     last = [line for line in res.stdout.splitlines() if line.startswith("FAILED")
             or line.startswith("ERROR")]
-    return "failed", (last[0] if last else res.stdout.strip().splitlines()[-1:] or [""])[0]
+    return "failed", (last or res.stdout.strip().splitlines()[-1:] or [""])[0]
 
 
 def run_mutant(copy: Path, m: Mutant, target: Target) -> dict:
