@@ -41,3 +41,14 @@ def test_json_carries_the_totals():
     d = C.to_dict()
     assert d["dram_bytes"] == C.dram_read_bytes + C.dram_write_bytes
     assert d["l2_bytes"] == C.l2_to_smem_bytes + C.smem_to_l2_bytes
+
+
+def test_dram_estimate_counts_a_tensor_stored_many_times_once():
+    # FA-1 forward, same problem, 64×64 tiles: O, l, m are stored at the initialisation and
+    # after each of the 4 × 4 block pairs, but the estimate writes each tensor once
+    c = count(build_schedule(AttentionProblem(heads_q=1, seq_q=256, head_dim=64), "h100", "fa1",
+                             block_q=64, block_kv=64, stages=1, warps=4))
+    assert c.smem_to_l2_bytes_by_tensor == {"O": 5 * 4 * TILE, "l": 5 * 4 * 256, "m": 5 * 4 * 256}
+    assert c.dram_write_bytes == 4 * TILE + 2 * 4 * 256
+    # Q, O, l, m are read at every pair (4 times each), K and V once: each counted once
+    assert c.dram_read_bytes == 4 * 4 * TILE + 2 * 4 * 256
