@@ -64,3 +64,18 @@ def test_analysis_bounds_use_the_shared_memory_of_one_sm():
     M = 233_472 // 2
     assert a.bounds.sram_elements == M
     assert a.bounds.n2d2_over_m_bytes == pytest.approx(2048 ** 2 * 128 ** 2 / M * 2 * 2, abs=1)
+
+
+def test_compulsory_traffic_of_each_direction_by_hand():
+    # B = 2, H = 3, N = 100, d = 64, fp16: one (N × d) tensor of all heads is 2·3·100·64·2 B
+    # = 76,800 B; one fp32 row statistic (LSE) is 2·3·100·4 = 2,400 B
+    from iosim.analysis.bounds import compulsory_bytes
+    p = AttentionProblem(batch=2, heads_q=3, seq_q=100, head_dim=64)
+    t, row = 76_800, 2_400
+    fwd = {"read_bytes": 3 * t, "write_bytes": t + row, "total_bytes": 4 * t + row}
+    # backward reads Q, K, V, O, dO and LSE, writes dQ, dK, dV
+    bwd = {"read_bytes": 5 * t + row, "write_bytes": 3 * t, "total_bytes": 8 * t + row}
+    assert compulsory_bytes(p) == fwd
+    assert compulsory_bytes(p.with_(direction="bwd")) == bwd
+    assert compulsory_bytes(p.with_(direction="fwd+bwd")) == \
+        {k: fwd[k] + bwd[k] for k in fwd}
