@@ -102,11 +102,14 @@ def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **
         text = to_csv([a.to_dict()])
     else:
         text = analysis_table(a)
+    doc = None
     if timeline:
         from .report import trace_events
-        trace_events.write(trace_events.simulation_trace(a), timeline)
-        click.echo(f"wrote {timeline}", err=True)
+        doc = trace_events.simulation_trace(a)
     write_output(text, output, force)
+    if doc is not None:                  # after the output: a refused --output writes nothing
+        trace_events.write(doc, timeline)
+        click.echo(f"wrote {timeline}", err=True)
 
 
 @main.command(help="Put algorithms side by side on one problem.\n\n" + LIMITS_HELP)

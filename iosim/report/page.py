@@ -150,7 +150,7 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     sizes = sweep.sram_sizes(base, gpu, spec.m_points)
     m_algos = sweep.m_sweep_algorithms()
     bar = Progress(len(spec.algorithms) * len(spec.seqs) + len(m_algos) * len(sizes),
-                   desc="report", enabled=progress)
+                   desc="report", enabled=progress, delay=2.0)
     res = sweep.sweep_n(p, gpu, spec.algorithms, spec.seqs, spec.compare_seq, spec.model,
                         spec.sim_mode, spec.tiling, bar, spec.sim_max_ctas)
     mpoints = sweep.sweep_m(base, gpu, sizes, m_algos, bar)
