@@ -1,6 +1,8 @@
 """The simulator's building blocks: FIFO servers, the tile LRU, the block scheduler."""
 import pytest
 
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.sim import simulate
 from iosim.sim.dispatch import SlotPicker
 from iosim.sim.memory import Server, TileLru
 
@@ -73,3 +75,33 @@ def test_expected_memory_charges_in_flight_hits_the_rest_of_a_tile_fetch():
     # three transfers' time: its own and two of CTAs released with it
     assert queued.load(("Q", 0), "Q", 100, 0.0) == pytest.approx(3 * 0.1 + 0.5)
     assert queued.store(("O", 0), "O", 100, False, 1.0) == pytest.approx(1.0 + 3 * 0.1)
+
+
+def test_a_sampled_prefix_covers_eight_waves_at_a_ratio_the_l2_size_does_not_change():
+    """FA-2, N = 65,536, 32 heads on H100 (2 CTAs per SM: 264 per wave): too many accesses
+    for the budget, so a prefix of 8 waves = 2,112 CTAs (plus the budget's fraction), at the
+    ratio that brings its accesses within the budget, whatever the L2 size above 8 MiB."""
+    from iosim.sim.fast import KernelInfo, SamplingPlan
+    schedule = build_schedule(AttentionProblem(seq_q=65536), "h100", "fa2")
+    gpu = load_gpu("h100")
+    infos = [KernelInfo.of(k, gpu, "fp16") for k in schedule.kernels]
+    plans = [SamplingPlan(schedule, gpu, infos, mib * 2**20 * 0.7, 50_000)
+             for mib in (10, 20, 40, 80)]
+    assert {p.ratio for p in plans} == {plans[0].ratio}
+    assert {tuple(p.limits) for p in plans} == {tuple(plans[0].limits)}
+    assert plans[0].limits[0] >= 8 * 264
+    per_cta = (infos[0].totals.loads + infos[0].totals.stores) / 16384
+    assert plans[0].ratio == -(-int(8 * 264 * per_cta) // 50_000)
+
+
+def test_fast_mode_dram_bytes_never_rise_when_the_l2_grows():
+    """A fixed sampled trace through an LRU: a larger cache holds a superset of lines, so
+    misses (and write-backs) cannot rise (the LRU stack property)."""
+    gpu = load_gpu("h100")
+    schedule = build_schedule(AttentionProblem(seq_q=8192), gpu, "fa2")
+    dram = []
+    for mib in (10, 20, 30, 40, 60, 80):
+        g = gpu.with_(l2_capacity_bytes=mib * 2**20)
+        r = simulate(schedule, g, l2_sample_budget=20_000)
+        dram.append(r.dram_read_bytes + r.dram_write_bytes)
+    assert all(b <= a for a, b in zip(dram, dram[1:])), dram

@@ -191,26 +191,50 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
     return timeline, spans, runs
 
 
+MIN_PREFIX_WAVES = 8        # a sampled prefix covers at least this many waves of a kernel
+MIN_TILES_PER_SAMPLED_CACHE = 2
+
+
 class SamplingPlan:
-    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays:
-    the same fraction of every kernel, at least one wave each."""
+    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays.
+
+    Every CTA when the budget allows it at a ratio R ≤ C_eff / (32 × largest tile) (the
+    sampled cache then holds dozens of tiles). Otherwise a prefix of each kernel, the same
+    fraction of each, but at least MIN_PREFIX_WAVES waves: a kernel's first waves are a
+    transient (its first wave's CTAs start together and share their tiles in lockstep; later
+    waves are staggered and re-read them), and a prefix that ends inside it gave miss ratios
+    of the transient, not of the kernel (FA-2, N = 65,536, H100: DRAM 3.2 to 4.3 GB as the
+    L2 size moved the prefix's end; 4.24 GB replaying every CTA). To afford the waves, R may
+    rise until the sampled cache holds MIN_TILES_PER_SAMPLED_CACHE tiles; beyond that, the
+    budget is exceeded rather than the prefix shortened."""
 
     def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
         kernels = schedule.kernels
+        per_cta = [(i.totals.loads + i.totals.stores) / max(1, k.num_ctas)
+                   for k, i in zip(kernels, infos)]
         accesses = sum(i.totals.loads + i.totals.stores for i in infos)
         largest = max((b.bytes for info in infos for p in info.programs
                        for b in _memory_ops(p)), default=1)
-        cap = max(1, int(capacity_bytes // (TILES_PER_SAMPLED_CACHE * max(1, largest))))
-        self.ratio = min(cap, max(1, ceil(accesses / budget)))
+
+        def cap(tiles: int) -> int:
+            return max(1, int(capacity_bytes // (tiles * max(1, largest))))
+        self.ratio = min(cap(TILES_PER_SAMPLED_CACHE), max(1, ceil(accesses / budget)))
+        ctas = sum(k.num_ctas for k in kernels)
+        if accesses <= budget * self.ratio and ctas <= budget:
+            self.limits = [k.num_ctas for k in kernels]
+            return
+        waves = [min(k.num_ctas, MIN_PREFIX_WAVES * info.occ * gpu.sm_count)
+                 for k, info in zip(kernels, infos)]
+        least = sum(w * a for w, a in zip(waves, per_cta))
+        self.ratio = min(cap(MIN_TILES_PER_SAMPLED_CACHE), max(self.ratio, ceil(least / budget)))
         fraction = min(1.0, budget * self.ratio / accesses) if accesses else 1.0
         # every replayed CTA's program is built and walked, sampled tiles or not: at most
         # `budget` CTAs (many tiny CTAs would otherwise cost more than their accesses)
-        ctas = sum(k.num_ctas for k in kernels)
         if ctas > budget:
             fraction = min(fraction, budget / ctas)
         self.limits = [k.num_ctas if fraction >= 1.0 else
-                       min(k.num_ctas, max(info.occ * gpu.sm_count, ceil(k.num_ctas * fraction)))
-                       for k, info in zip(kernels, infos)]
+                       min(k.num_ctas, max(w, ceil(k.num_ctas * fraction)))
+                       for k, w in zip(kernels, waves)]
 
     def __call__(self, ki: int, cta: int = 0) -> bool:
         return cta < self.limits[ki]
