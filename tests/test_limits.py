@@ -47,12 +47,15 @@ def test_a_problem_that_fits_dram_exactly_enough_passes():
 def test_schedule_size_counts_classes_and_ctas_of_every_kernel():
     p = AttentionProblem(batch=2, heads_q=4, seq_q=1000, head_dim=64)
     s = build_schedule(p, "h100", "fa2", block_q=128, block_kv=64)
-    assert schedule_size(s) == {"classes": 8, "ctas": 8 * 2 * 4}   # ⌈1000/128⌉ Q blocks
+    # ⌈1000/128⌉ = 8 Q blocks per head: 7 full ones run one program, the ragged last (1000 -
+    # 7·128 = 104 rows) another; non-causal, so the KV loop is the same for every block.
+    assert schedule_size(s) == {"classes": 2, "ctas": 8 * 2 * 4}
 
 
 def test_too_many_tile_classes_are_refused_naming_the_limit():
-    # FA-2 with 16-row Q blocks at seq 2^23: 524,288 classes > 262,144
-    p = AttentionProblem(heads_q=1, seq_q=2 ** 23, head_dim=32, dtype="fp8")
+    # causal FA-2 with 16-row Q blocks at seq 2^23: each of the 524,288 Q blocks attends a
+    # different number of KV blocks, so each is its own class; 524,288 > 262,144
+    p = AttentionProblem(heads_q=1, seq_q=2 ** 23, head_dim=32, dtype="fp8", causal=True)
     s = build_schedule(p, "h100", "fa2", block_q=16, block_kv=16)
     with pytest.raises(LimitError, match=f"524,288 distinct CTA programs .* limit of "
                                          f"{MAX_TILE_CLASSES:,}"):
