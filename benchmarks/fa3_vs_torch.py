@@ -49,6 +49,7 @@ TRACE_CASES = [
     ("fa3_fwd_q130_kv300_gqa_d128_causal", (1, 4, 2, 130, 300, 128, True, "fp16")),
 ]
 BENCH = [(4096, 4), (8192, 2), (16384, 1)]
+EXTRA = ["full@s3", "no_intra_overlap@s3"]     # three stages: 224 KiB of shared memory at d = 128
 
 
 def variants() -> dict:
@@ -58,6 +59,12 @@ def variants() -> dict:
     v["full_cp_async"] = replace(FULL, tma=False)
     v["none"] = replace(FULL, warp_specialized=False, pingpong=False, intra_overlap=False)
     return v
+
+
+def split(name: str) -> tuple:
+    """'variant' or 'variant@sN' (the fa3 tiling with N stages) → (variant name, tiling overrides)."""
+    base, _, st = name.partition("@s")
+    return base, ({"stages": int(st)} if st else {})
 
 
 def problem(shape) -> AttentionProblem:
@@ -73,7 +80,8 @@ def check(name: str, out: Path) -> None:
     from iosim.kernels.reference import forward, from_storage, random_inputs, rel_error
     from iosim.kernels.run import Launcher, device_inputs
 
-    v = variants()[name]
+    base, over = split(name)
+    v = variants()[base]
     res = {"variant": name, "cases": [], "ok": True}
     for n, shape in enumerate(CHECK_SHAPES):
         p = problem(shape)
@@ -81,7 +89,7 @@ def check(name: str, out: Path) -> None:
         T = device_inputs(host, p.dtype)
         t0 = time.time()
         try:
-            Launcher(build_schedule(p, "h200", "fa3"), fa3_variant=v).run(T)
+            Launcher(build_schedule(p, "h200", "fa3", **over), fa3_variant=v).run(T)
             cp.cuda.runtime.deviceSynchronize()
         except Exception as exc:
             res["cases"].append({"shape": shape, "error": f"{type(exc).__name__}: {exc}"[:800]})
@@ -149,12 +157,12 @@ def bench(names: list, out: Path, repeat: int) -> None:
             n_sets = sets_to_defeat_l2(p.q_bytes() * 2 + p.kv_bytes())
             rng = np.random.default_rng(n)
             sets = [device_inputs(random_inputs(p, rng), p.dtype) for _ in range(n_sets)]
-            sched = build_schedule(p, "h200", "fa3")
             row = {"seq": n, "batch": b, "heads": 32, "head_dim": 128, "causal": causal,
                    "useful_flops": p.useful_flops(), "input_sets": n_sets, "time_s": {}}
             for name in names:
                 try:
-                    ln = Launcher(sched, fa3_variant=vs[name])
+                    base, over = split(name)
+                    ln = Launcher(build_schedule(p, "h200", "fa3", **over), fa3_variant=vs[base])
                     row["time_s"][name] = time_op(lambda k: ln.run(sets[k]), n_sets, 3, repeat)["time_s"]
                 except Exception as exc:
                     print(f"bench {name} N={n}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
@@ -192,11 +200,11 @@ def table(bench_json: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_all(outdir: Path, quick: bool) -> int:
+def run_all(outdir: Path, quick: bool, with_traces: bool = True) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
     passed = []
-    for name in variants():
+    for name in list(variants()) + EXTRA:
         f = outdir / f"check_{name}.json"
         try:
             subprocess.run(me + ["check", name, str(f)], timeout=240)
@@ -205,13 +213,14 @@ def run_all(outdir: Path, quick: bool) -> int:
         ok = f.exists() and json.loads(f.read_text())["ok"]
         if ok:
             passed.append(name)
+    names = list(variants()) + EXTRA
     checks = {n: json.loads((outdir / f"check_{n}.json").read_text())
-              for n in variants() if (outdir / f"check_{n}.json").exists()}
+              for n in names if (outdir / f"check_{n}.json").exists()}
     (outdir / "check.json").write_text(json.dumps(checks, indent=1))
-    for n in variants():
+    for n in names:
         (outdir / f"check_{n}.json").unlink(missing_ok=True)
     print("passed numerics:", passed, flush=True)
-    if "full" in passed or "full_cp_async" in passed:
+    if with_traces and ("full" in passed or "full_cp_async" in passed):
         try:
             subprocess.run(me + ["traces", str(outdir / "traces")], timeout=240)
         except subprocess.TimeoutExpired:
@@ -234,9 +243,10 @@ def main(argv=None) -> int:
     ap.add_argument("phase", choices=["all", "check", "traces", "bench", "table"])
     ap.add_argument("args", nargs="*")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-traces", action="store_true", help="skip the trace captures")
     a = ap.parse_args(argv)
     if a.phase == "all":
-        return run_all(Path(a.args[0]), a.quick)
+        return run_all(Path(a.args[0]), a.quick, not a.no_traces)
     if a.phase == "check":
         check(a.args[0], Path(a.args[1]))
     elif a.phase == "traces":
