@@ -14,7 +14,12 @@ runs, each phase in a subprocess (a kernel that faults or hangs costs that phase
              every passing variant, torch SDPA's cuDNN and flash back ends, in the same run.
              Median of CUDA-event timings after warm-up, inputs rotated over enough sets to
              defeat the 60 MB L2. TFLOP/s counts useful matmul FLOPs (4·d per unmasked pair).
-Results: OUTDIR/check.json, OUTDIR/bench.json, OUTDIR/fa3_vs_torch_h200.txt (table last)."""
+  4. fp8     the e4m3 kernel (iosim/kernels/fp8.py): RMSE of O against float64 on N(0,1) inputs
+             and on inputs with outliers (0.1% of Q, K, V entries plus N(0, 10²)), fp16 kernel vs
+             fp8 without and with the Hadamard rotation of Q and K (B 1, H 4, N 2048, d 128);
+             then fp8 against the fp16 kernel at the bench sizes (kernel time only: the
+             quantization is a separate pass, not timed).
+Results: OUTDIR/check.json, OUTDIR/bench.json, OUTDIR/fp8.json, OUTDIR/fa3_vs_torch_h200.txt."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +54,7 @@ TRACE_CASES = [
     ("fa3_fwd_q130_kv300_gqa_d128_causal", (1, 4, 2, 130, 300, 128, True, "fp16")),
 ]
 BENCH = [(4096, 4), (8192, 2), (16384, 1)]
-EXTRA = ["full@s3", "no_intra_overlap@s3"]     # three stages: 224 KiB of shared memory at d = 128
+EXTRA = ["full@s2"]     # the d = 128 kernel with a 2-stage ring (the schedule's tiling has 3)
 
 
 def variants() -> dict:
@@ -180,6 +185,99 @@ def bench(names: list, out: Path, repeat: int) -> None:
                                "repeat": repeat, "rows": rows}, indent=1))
 
 
+# ---- 4. fp8 -----------------------------------------------------------------------------------
+def fp8(out: Path, repeat: int) -> None:
+    import numpy as np
+    import cupy as cp
+    import torch
+    from iosim.kernels.fp8 import Fp8Launcher, prepare
+    from iosim.kernels.reference import forward, from_storage, rel_error, to_storage
+    from iosim.kernels.run import Launcher, device_inputs
+    from iosim.measure.timing import sets_to_defeat_l2, time_op
+
+    res = {"accuracy": [], "speed": []}
+    rng = np.random.default_rng(8)
+    for causal in (False, True):
+        for kind in ("normal", "outliers"):
+            p16 = AttentionProblem(batch=1, heads_q=4, seq_q=2048, head_dim=128, dtype="fp16", causal=causal)
+            shape = (1, 4, 2048, 128)
+            host = {}
+            for name in ("Q", "K", "V"):
+                x = rng.standard_normal(shape)
+                if kind == "outliers":
+                    x += (rng.random(shape) < 1e-3) * rng.normal(0.0, 10.0, shape)
+                host[name] = to_storage(x, "fp16")
+            ref_in = {k: from_storage(v, "fp16") for k, v in host.items()}
+            o_ref, _ = forward(ref_in["Q"], ref_in["K"], ref_in["V"], causal)
+            row = {"inputs": kind, "causal": causal, "shape": list(shape)}
+            T = device_inputs(host, "fp16")
+            Launcher(build_schedule(p16, "h200", "fa3")).run(T)
+            outs = {"fp16": from_storage(T["O"].get(), "fp16")}
+            p8 = p16.with_(dtype="fp8")
+            s8 = build_schedule(p8, "h200", "fa3")
+            tq, tk, tv = (torch.from_numpy(host[n]).cuda() for n in ("Q", "K", "V"))
+            for rot in (False, True):
+                try:
+                    ops = prepare(p8, s8.tiling["fwd"], tq, tk, tv, rotate=rot)
+                    o = Fp8Launcher(s8).run(ops)["O"]
+                    cp.cuda.runtime.deviceSynchronize()
+                    outs["fp8_rotated" if rot else "fp8"] = o.get().astype(np.float64)
+                except Exception as exc:
+                    print(f"fp8 rotate={rot}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            for name, o in outs.items():
+                row[name] = {"rmse": float(np.sqrt(np.mean((o - o_ref) ** 2))) if np.all(np.isfinite(o)) else float("inf"),
+                             "rel_error": rel_error(o, o_ref)}
+            res["accuracy"].append(row)
+            print(f"fp8 accuracy {kind:8s} causal={causal}: " + ", ".join(
+                f"{k} RMSE {v['rmse']:.2e} (rel {v['rel_error']:.1e})" for k, v in row.items() if isinstance(v, dict)),
+                flush=True)
+    ok = all(r.get("fp8", {}).get("rel_error", 1) < 0.1 for r in res["accuracy"] if r["inputs"] == "normal")
+    res["fp8_ok"] = ok
+    if ok:
+        for n, b in BENCH:
+            for causal in (False, True):
+                p16 = AttentionProblem(batch=b, heads_q=32, seq_q=n, head_dim=128, dtype="fp16", causal=causal)
+                n_sets = sets_to_defeat_l2(p16.q_bytes() * 2 + p16.kv_bytes())
+                gen = np.random.default_rng(n)
+                from iosim.kernels.reference import random_inputs
+                sets = [device_inputs(random_inputs(p16, gen), "fp16") for _ in range(n_sets)]
+                ln = Launcher(build_schedule(p16, "h200", "fa3"))
+                t16 = time_op(lambda k: ln.run(sets[k]), n_sets, 3, repeat)["time_s"]
+                p8 = p16.with_(dtype="fp8")
+                s8 = build_schedule(p8, "h200", "fa3")
+                ops = [prepare(p8, s8.tiling["fwd"], *(torch.from_dlpack(T[x]) for x in ("Q", "K", "V")), rotate=True)
+                       for T in sets]
+                l8 = Fp8Launcher(s8)
+                outs = [{} for _ in sets]
+                t8 = time_op(lambda k: l8.run(ops[k], outs[k]), n_sets, 3, repeat)["time_s"]
+                fl = p16.useful_flops()
+                res["speed"].append({"seq": n, "batch": b, "causal": causal, "fp16_s": t16, "fp8_s": t8,
+                                     "useful_flops": fl, "fp8_tiling": s8.tiling["fwd"].describe()})
+                print(f"fp8 speed N={n} causal={causal}: fp16 {t16*1e3:.3f} ms ({fl/t16/1e12:.0f} TF), "
+                      f"fp8 {t8*1e3:.3f} ms ({fl/t8/1e12:.0f} TF), x{t16/t8:.2f}", flush=True)
+                del sets, ops, outs
+                cp.get_default_memory_pool().free_all_blocks()
+    out.write_text(json.dumps(res, indent=1))
+
+
+def fp8_table(fp8_json: Path) -> str:
+    d = json.loads(fp8_json.read_text())
+    lines = ["# FP8 (e4m3, per-block scales) vs float64: RMSE of O (B1 H4 N2048 d128; outliers: 0.1% of",
+             "# Q, K, V entries plus N(0,10^2)); fp16 = the project's fa3 kernel on the same fp16 inputs",
+             "inputs    causal   fp16_RMSE   fp8_RMSE   fp8+Hadamard_RMSE"]
+    for r in d["accuracy"]:
+        g = lambda k: f"{r[k]['rmse']:.3e}" if k in r else "-"
+        lines.append(f"{r['inputs']:9s} {str(r['causal']):>6s}   {g('fp16'):>9s}  {g('fp8'):>9s}   {g('fp8_rotated'):>17s}")
+    if d["speed"]:
+        lines += ["# FP8 vs fp16 kernel time (fp16, d=128, H=32; fp8 kernel only, quantization not timed)",
+                  "     N  B causal   fp16_ms  fp16_TF    fp8_ms   fp8_TF  fp8_speedup"]
+        for r in d["speed"]:
+            f = r["useful_flops"]
+            lines.append(f"{r['seq']:6d} {r['batch']:2d} {str(r['causal']):>6s} {r['fp16_s']*1e3:9.3f} {f/r['fp16_s']/1e12:8.1f}"
+                         f" {r['fp8_s']*1e3:9.3f} {f/r['fp8_s']/1e12:8.1f} {r['fp16_s']/r['fp8_s']:11.2f}")
+    return "\n".join(lines) + "\n"
+
+
 def table(bench_json: Path) -> str:
     d = json.loads(bench_json.read_text())
     names = [k for k in d["rows"][0]["time_s"] if not k.startswith("torch")]
@@ -231,8 +329,15 @@ def run_all(outdir: Path, quick: bool, with_traces: bool = True) -> int:
                                  "5" if quick else "20"], timeout=400)
         except subprocess.TimeoutExpired:
             print("bench: TIMEOUT", flush=True)
+    if "full" in passed:
+        try:
+            subprocess.run(me + ["fp8", str(outdir / "fp8.json"), "5" if quick else "20"], timeout=300)
+        except subprocess.TimeoutExpired:
+            print("fp8: TIMEOUT", flush=True)
     if (outdir / "bench.json").exists():
         text = table(outdir / "bench.json")
+        if (outdir / "fp8.json").exists():
+            text += "\n" + fp8_table(outdir / "fp8.json")
         (outdir / "fa3_vs_torch_h200.txt").write_text(text)
         print(text)
     return 0
@@ -240,7 +345,7 @@ def run_all(outdir: Path, quick: bool, with_traces: bool = True) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=["all", "check", "traces", "bench", "table"])
+    ap.add_argument("phase", choices=["all", "check", "traces", "bench", "fp8", "table"])
     ap.add_argument("args", nargs="*")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-traces", action="store_true", help="skip the trace captures")
@@ -251,6 +356,8 @@ def main(argv=None) -> int:
         check(a.args[0], Path(a.args[1]))
     elif a.phase == "traces":
         traces(Path(a.args[0]))
+    elif a.phase == "fp8":
+        fp8(Path(a.args[0]), int(a.args[1]))
     elif a.phase == "bench":
         bench(a.args[0].split(","), Path(a.args[1]), int(a.args[2]))
     else:

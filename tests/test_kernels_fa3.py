@@ -81,7 +81,7 @@ def test_fa3_full_kernel_launches_as_the_schedule_says():
     t = sched.tiling["fwd"]
     d = hopper.defines(p, t, hopper.FULL)
     assert d["IOSIM_WARPS"] * 32 == sched.kernels[0].launch.threads_per_cta == 384
-    assert (d["IOSIM_D"], d["IOSIM_BQ"], d["IOSIM_BKV"], d["IOSIM_STAGES"]) == (128, 128, 128, 2)
+    assert (d["IOSIM_D"], d["IOSIM_BQ"], d["IOSIM_BKV"], d["IOSIM_STAGES"]) == (128, 128, 128, 3)
     assert d["FA3_WARP_SPECIALIZED"] == d["FA3_PINGPONG"] == d["FA3_INTRA_OVERLAP"] == d["FA3_TMA"] == 1
 
 
@@ -113,3 +113,36 @@ def test_overlap_order_keeps_every_event_and_the_loads_before_their_gemm():
 def test_overlap_order_leaves_a_single_gemm_kind_alone():
     ev = [Event("load", "Q", (0,), 2), Event("mma", "G"), Event("mma", "G")]
     assert overlap_order(ev) == ev
+
+
+# ---- fp8 -----------------------------------------------------------------------------------
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_fa3_fp8_build_runs_both_gemms_as_e4m3_wgmma(tmp_path):
+    ptx = _ptx(tmp_path, {"IOSIM_FP8": 1, "IOSIM_STAGES": 3})
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") >= 2
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+
+
+def test_v_permutation_puts_each_threads_accumulator_columns_in_consecutive_k():
+    from iosim.kernels.fp8 import v_permutation
+    perm = v_permutation(32)
+    # thread t of a quad holds columns 2t, 2t+1, 8+2t, 8+2t+1 (+16): they become k = 4t..4t+3
+    assert list(perm[:16]) == [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15]
+    assert list(perm[16:]) == [16 + x for x in perm[:16]]
+
+
+def test_v_permutation_refuses_a_length_vt_rows_cannot_align():
+    from iosim.errors import IosimError
+    from iosim.kernels.fp8 import v_permutation
+    with pytest.raises(IosimError, match="multiple of 16"):
+        v_permutation(130)
+
+
+def test_hadamard_rotation_is_orthogonal_and_spreads_an_outlier():
+    import numpy as np
+    from iosim.kernels.fp8 import hadamard
+    h = hadamard(128)
+    assert np.allclose(h @ h.T, np.eye(128), atol=1e-12)
+    x = np.zeros(128)
+    x[5] = 100.0                      # one outlier feature
+    assert np.allclose(np.abs(x @ h), 100.0 / np.sqrt(128))

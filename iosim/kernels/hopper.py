@@ -28,6 +28,7 @@ from .build import CUDA_DIR, options, source_text
 SOURCE = "fa3_fwd.cu"
 TMAP_BYTES = 128
 SWIZZLE_COLS = 64            # a 128-byte swizzle row holds 64 16-bit elements
+NULL = np.uint64(0)          # a null pointer kernel argument
 
 
 @dataclass(frozen=True)
@@ -154,16 +155,14 @@ def get_kernel(defs: dict, dtype: str, trace: bool, dynamic_smem: int):
 
 
 # ---- TMA tensor maps -----------------------------------------------------------------------
-def _encode(ptr: int, dtype: str, seq: int, heads: int, d: int, box_rows: int) -> bytes:
-    """A 3-d tiled tensor map over a [heads][seq][d] 16-bit array: box 64 × box_rows × 1,
-    128-byte swizzle, rows past `seq` read as zeros."""
+def _encode_raw(ptr: int, data_type, dims: list, strides_bytes: list, box: list) -> bytes:
+    """A tiled tensor map (innermost dimension first), 128-byte swizzle, out-of-range elements
+    read as zeros; its 128 bytes."""
     from cuda.bindings import driver as cu
-    dt = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bf16"
-          else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
     err, tmap = cu.cuTensorMapEncodeTiled(
-        dt, 3, ptr, [u64(d), u64(seq), u64(heads)], [u64(d * 2), u64(seq * d * 2)],
-        [u32(SWIZZLE_COLS), u32(box_rows), u32(1)], [u32(1), u32(1), u32(1)],
+        data_type, len(dims), ptr, [u64(x) for x in dims], [u64(x) for x in strides_bytes],
+        [u32(x) for x in box], [u32(1)] * len(dims),
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -171,6 +170,14 @@ def _encode(ptr: int, dtype: str, seq: int, heads: int, d: int, box_rows: int) -
     if err != cu.CUresult.CUDA_SUCCESS:
         raise IosimError(f"cuTensorMapEncodeTiled failed: {err}")
     return ctypes.string_at(tmap.getPtr(), TMAP_BYTES)
+
+
+def _encode(ptr: int, dtype: str, seq: int, heads: int, d: int, box_rows: int) -> bytes:
+    """A 3-d tensor map over a [heads][seq][d] 16-bit array: box 64 × box_rows × 1."""
+    from cuda.bindings import driver as cu
+    dt = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bf16"
+          else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
+    return _encode_raw(ptr, dt, [d, seq, heads], [d * 2, seq * d * 2], [SWIZZLE_COLS, box_rows, 1])
 
 
 def tensor_maps(problem, tiling, q, k, v):
@@ -205,7 +212,7 @@ def launch(launcher, kernel, T: dict, variant: Fa3Variant = FULL):
         maps = maps[0]
     buf, cap, keep = launcher._trace_buffer(kernel)
     k(tuple(la.grid), (nthreads,),
-      (T["Q"], T["K"], T["V"], o, lse, maps, *launcher._dims(), buf, np.int32(cap)),
+      (T["Q"], T["K"], T["V"], o, lse, maps, NULL, NULL, NULL, *launcher._dims(), buf, np.int32(cap)),
       shared_mem=la.smem_bytes_per_cta)
     launcher._record(kernel, keep, cap)
     return k

@@ -27,9 +27,18 @@
 // chunk c ^ (r mod 8) (TMA's 128-byte swizzle; wgmma descriptors with layout type 1). The
 // mbarriers are static shared memory.
 //
+// FP8 (-DIOSIM_FP8, d = 128, block_kv 128, TMA): Q, K and Vᵀ arrive as e4m3 bytes with one fp32
+// scale per block (Q per CTA block, K and V per KV block: iosim/kernels/fp8.py quantizes them,
+// after the Hadamard rotation of Q and K if asked). S = Q Kᵀ and O += P V run as wgmma k32 e4m3
+// (both operands K-major, so V comes transposed: Vᵀ [d][N]); S is scaled by s_Q·s_K before the
+// softmax; P is packed to e4m3 straight from the accumulator, which holds columns
+// {2t, 2t+1, 8+2t, 8+2t+1} of each 16 where the k32 A operand wants four consecutive k, so Vᵀ's
+// columns are stored in that order (fp8.py) and the product is unchanged; V's per-block scale is
+// folded into the rescale factor α (O is kept in units of the current block's scale). O is fp16.
+//
 // Build flags: IOSIM_D (64|128), IOSIM_BQ (64·C), IOSIM_BKV (64|128), IOSIM_STAGES, IOSIM_WARPS
-// (4·(1+C) with warp specialization, 4·C without), IOSIM_BF16, IOSIM_TRACE, and the switches
-// above. Compile for sm_90a (wgmma, setmaxnreg).
+// (4·(1+C) with warp specialization, 4·C without), IOSIM_BF16, IOSIM_FP8, IOSIM_TRACE, and the
+// switches above. Compile for sm_90a (wgmma, setmaxnreg).
 #include "iosim_common.cuh"
 
 #ifndef IOSIM_D
@@ -65,9 +74,17 @@ constexpr int D = IOSIM_D, BQ = IOSIM_BQ, BKV = IOSIM_BKV, STAGES = IOSIM_STAGES
 constexpr int C = BQ / 64;                       // consumer warpgroups
 constexpr int WS = FA3_WARP_SPECIALIZED;
 constexpr int NT = IOSIM_WARPS * 32;
-constexpr int NCB = D / 64;                      // 64-element (128-byte) column blocks per row
-constexpr u32 Q_BYTES = BQ * D * 2;
-constexpr u32 KV_BYTES = BKV * D * 2;
+#ifdef IOSIM_FP8
+constexpr int EB = 1;                            // bytes per input element
+#else
+constexpr int EB = 2;
+#endif
+constexpr int ROW_BYTES = D * EB;                // one tile row
+constexpr int NCB = ROW_BYTES / 128;             // 128-byte column blocks per row
+constexpr int KSTEPS_QK = ROW_BYTES / 32;        // wgmma k-steps of S = Q Kᵀ (32 bytes each)
+constexpr int KSTEPS_PV = BKV * EB / 32;         // ... and of O += P V
+constexpr u32 Q_BYTES = BQ * D * EB;
+constexpr u32 KV_BYTES = BKV * D * EB;
 constexpr int NS = BKV / 2;                      // S accumulator floats per consumer thread
 constexpr int NO = D / 2;                        // O accumulator floats per consumer thread
 constexpr int FULL_COUNT = FA3_TMA ? 1 : 32;     // arrivals that complete a "full" barrier
@@ -79,6 +96,9 @@ static_assert(D == 64 || D == 128, "head dim 64 or 128");
 static_assert(BKV == 64 || BKV == 128, "block_kv 64 or 128");
 static_assert(NT == 128 * (C + WS), "warps = 4·(consumers + producer)");
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
+#ifdef IOSIM_FP8
+static_assert(D == 128 && BKV == 128 && FA3_TMA, "fp8: d 128, block_kv 128, TMA copies");
+#endif
 // compute-phase names (iosim/kernels/trace.py: NAMES["fa3_fwd"])
 enum { N_S = 0, N_EXP = 1, N_PV = 2 };
 }  // namespace fa3
@@ -171,13 +191,55 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const u32 (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
 }
 
+#ifdef IOSIM_FP8
+// e4m3 × e4m3 → fp32, m64n128k32; both operands K-major (fp8 wgmma has no transpose)
+#define FA3_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, " \
+    "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, " \
+    "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define FA3_O64(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
+    "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), \
+    "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), \
+    "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), \
+    "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), \
+    "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), \
+    "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+    "+f"(d[63])
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[64], u64 da, u64 db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FA3_D64 ", %64, %65, p, 1, 1;\n}\n"
+                 : FA3_O64(d) : "l"(da), "l"(db), "r"(acc));
+}
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[64], const u32 (&a)[4], u64 db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FA3_D64
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : FA3_O64(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+// four floats → four e4m3 bytes, x0 in the lowest byte (saturating, round to nearest even)
+__device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
+    return (u32)lo | ((u32)hi << 16);
+}
+#endif
 template <int R>
 __device__ __forceinline__ void wgmma_ss(float (&d)[R], u64 da, u64 db, int acc) {
+#ifdef IOSIM_FP8
+    wgmma_ss_e4m3(d, da, db, acc);
+#else
     if constexpr (R == 64) wgmma_ss_n128(d, da, db, acc); else wgmma_ss_n64(d, da, db, acc);
+#endif
 }
 template <int R>
 __device__ __forceinline__ void wgmma_rs(float (&d)[R], const u32 (&a)[4], u64 db, int acc) {
+#ifdef IOSIM_FP8
+    wgmma_rs_e4m3(d, a, db, acc);
+#else
     if constexpr (R == 64) wgmma_rs_n128(d, a, db, acc); else wgmma_rs_n64(d, a, db, acc);
+#endif
 }
 
 // ---- trace: events come from the producer (loads) and consumer 0 (GEMMs, softmax, stores), so
@@ -220,6 +282,8 @@ struct Fa3Trace {
 extern "C" __global__ void __launch_bounds__(fa3::NT, 1)
 fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restrict__ V,
         u16* __restrict__ O, float* __restrict__ LSE, const unsigned char* __restrict__ tmaps,
+        const float* __restrict__ scale_q, const float* __restrict__ scale_k,
+        const float* __restrict__ scale_v,      // fp8 only: per-block dequantization scales
         int B, int Hq, int Hkv, int Nq, int Nkv, int causal, float scale, u64* trace, int trace_cap) {
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -267,10 +331,15 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     auto load_tile = [&](u32 dst, const u16* src, int tmap, int rows, int valid, int c1, int c2, u32 bar) {
 #if FA3_TMA
         if (lane == 0) {
-            mbar_expect_tx(bar, rows * D * 2);
+            mbar_expect_tx(bar, rows * ROW_BYTES);
+#ifdef IOSIM_FP8
+            if (tmap == 2)                         // Vᵀ: D rows of BKV bytes, from column j·BKV
+                tma_load_3d(dst, tmaps + 128 * tmap, c1, 0, c2, bar);
+            else
+#endif
 #pragma unroll
             for (int cb = 0; cb < NCB; ++cb)
-                tma_load_3d(dst + cb * rows * 128, tmaps + 128 * tmap, cb * 64, c1, c2, bar);
+                tma_load_3d(dst + cb * rows * 128, tmaps + 128 * tmap, cb * 128 / EB, c1, c2, bar);
         }
 #else
         for (int c = lane; c < rows * (D / 8); c += 32) {
@@ -342,7 +411,16 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     }
 
     float o[NO], s[NS], m[2], l[2], alpha[2];
-    u32 p[NS / 2];
+    u32 p[NS / 2 / EB];                            // P as the A operand: 16-bit pairs or e4m3 quads
+#ifdef IOSIM_FP8
+    const int n_qb = gridDim.x;
+    const float sq = scale_q[((long long)b * Hq + h) * n_qb + i];
+    const float* sk_row = scale_k + ((long long)b * Hkv + hk) * n_kv;
+    const float* sv_row = scale_v + ((long long)b * Hkv + hk) * n_kv;
+    float sv_cur = j_stop > 0 ? sv_row[0] : 1.f;   // O is kept in units of this block's V scale
+#else
+    float sv_cur = 1.f;
+#endif
 #pragma unroll
     for (int x = 0; x < NO; ++x) o[x] = 0.f;
     m[0] = m[1] = -IOSIM_INF;
@@ -354,7 +432,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     auto issue_s = [&](int j) {                    // S = Q_i K_jᵀ, both from shared memory
         const u32 s_k = s_kv + 2 * (j % STAGES) * KV_BYTES;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
+        for (int kk = 0; kk < KSTEPS_QK; ++kk)
             wgmma_ss<NS>(s, qdesc(kk), sw128_desc(s_k + (kk >> 2) * BKV * 128 + (kk & 3) * 32, 16, 1024),
                          kk > 0);
         wgmma_commit();
@@ -362,14 +440,23 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     auto issue_pv = [&](int j) {                   // O += P V_j, P from registers, V transposed
         const u32 s_v = s_kv + (2 * (j % STAGES) + 1) * KV_BYTES;
 #pragma unroll
-        for (int kk = 0; kk < BKV / 16; ++kk) {
+        for (int kk = 0; kk < KSTEPS_PV; ++kk) {
             const u32 a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+#ifdef IOSIM_FP8
+            wgmma_rs<NO>(o, a, sw128_desc(s_v + kk * 32, 16, 1024), 1);   // Vᵀ, K-major
+#else
             wgmma_rs<NO>(o, a, sw128_desc(s_v + kk * 2048, BKV * 128, 1024), 1);
+#endif
         }
         wgmma_commit();
     };
     auto softmax = [&](int j) {                    // mask, online softmax; S ← exp(S − m)
         const int c0 = j * BKV;
+#ifdef IOSIM_FP8
+        const float dq = sq * sk_row[j];           // S = s_Q s_K (Q₈ K₈ᵀ)
+#pragma unroll
+        for (int x = 0; x < NS; ++x) s[x] *= dq;
+#endif
         const bool need_mask = (c0 + BKV > Nkv) || (causal && c0 + BKV - 1 > r0 + off);
         if (need_mask) {
 #pragma unroll
@@ -401,11 +488,28 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
             l[hf] = l[hf] * alpha[hf] + sum;
         }
     };
-    auto rescale_and_pack = [&]() {                // O ← α·O; P = S as the A operand of P·V
+    auto rescale_and_pack = [&](int j) {           // O ← α·O; P = S as the A operand of P·V
+#ifdef IOSIM_FP8
+        const float sv_j = sv_row[j];              // O moves to units of V_j's scale
+        const float a0 = alpha[0] * (sv_cur / sv_j), a1 = alpha[1] * (sv_cur / sv_j);
+        sv_cur = sv_j;
+#pragma unroll
+        for (int x = 0; x < NO; ++x) o[x] *= ((x >> 1) & 1) ? a1 : a0;
+#pragma unroll
+        for (int kk = 0; kk < NS / 16; ++kk) {
+            const float* q = s + 16 * kk;
+            p[4 * kk] = pack4_e4m3(q[0], q[1], q[4], q[5]);
+            p[4 * kk + 1] = pack4_e4m3(q[2], q[3], q[6], q[7]);
+            p[4 * kk + 2] = pack4_e4m3(q[8], q[9], q[12], q[13]);
+            p[4 * kk + 3] = pack4_e4m3(q[10], q[11], q[14], q[15]);
+        }
+#else
+        (void)j;
 #pragma unroll
         for (int x = 0; x < NO; ++x) o[x] *= alpha[(x >> 1) & 1];
 #pragma unroll
         for (int x = 0; x < NS / 2; ++x) p[x] = pack2(s[2 * x], s[2 * x + 1]);
+#endif
     };
 
     if (PP && c == C - 1) named_arrive(1, 256);    // consumer 0 issues first
@@ -422,7 +526,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         reg_fence(s);
         softmax(0);
         if (rec) tr.op(EV_EXP, N_EXP);
-        rescale_and_pack();
+        rescale_and_pack(0);
         for (int j = 1; j < j_stop; ++j) {
             mbar_wait(k_full(j % STAGES), (j / STAGES) & 1);
             mbar_wait(v_full((j - 1) % STAGES), ((j - 1) / STAGES) & 1);
@@ -440,7 +544,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
             reg_fence(o);
             reg_fence_u(p);
             release(j - 1);
-            rescale_and_pack();
+            rescale_and_pack(j);
         }
         const int jl = j_stop - 1;
         mbar_wait(v_full(jl % STAGES), (jl / STAGES) & 1);
@@ -465,7 +569,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         reg_fence(s);
         softmax(j);
         if (rec) tr.op(EV_EXP, N_EXP);
-        rescale_and_pack();
+        rescale_and_pack(j);
         mbar_wait(v_full(j % STAGES), (j / STAGES) & 1);
         pp_sync();
         wgmma_fence();
@@ -488,7 +592,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         float lsum = l[hf];
         lsum += __shfl_xor_sync(0xffffffff, lsum, 1);
         lsum += __shfl_xor_sync(0xffffffff, lsum, 2);
-        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const float inv = lsum > 0.f ? sv_cur / lsum : 0.f;
         const int row = 64 * c + 16 * w + (lane >> 2) + hf * 8;
         if (row < rows_q) {
 #pragma unroll
