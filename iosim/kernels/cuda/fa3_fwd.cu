@@ -85,6 +85,7 @@ constexpr int KSTEPS_QK = ROW_BYTES / 32;        // wgmma k-steps of S = Q Kᵀ 
 constexpr int KSTEPS_PV = BKV * EB / 32;         // ... and of O += P V
 constexpr u32 Q_BYTES = BQ * D * EB;
 constexpr u32 KV_BYTES = BKV * D * EB;
+static_assert(4 * KSTEPS_PV == (BKV / 2) * EB / 4, "4 registers of P per k-step of O += P V");
 constexpr int NS = BKV / 2;                      // S accumulator floats per consumer thread
 constexpr int NO = D / 2;                        // O accumulator floats per consumer thread
 constexpr int FULL_COUNT = FA3_TMA ? 1 : 32;     // arrivals that complete a "full" barrier
@@ -411,7 +412,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     }
 
     float o[NO], s[NS], m[2], l[2], alpha[2];
-    u32 p[NS / 2 / EB];                            // P as the A operand: 16-bit pairs or e4m3 quads
+    u32 p[NS * EB / 4];                            // P as the A operand: 16-bit pairs or e4m3 quads
 #ifdef IOSIM_FP8
     const int n_qb = gridDim.x;
     const float sq = scale_q[((long long)b * Hq + h) * n_qb + i];
