@@ -23,7 +23,7 @@ shape for causal and non-causal); d = 192: 128×112; d = 256: 128×80. Two stage
 d = 97..128: three (224 KiB of shared memory). The project's kernel (iosim/kernels/cuda/
 fa3_fwd.cu) releases a stage's K and V together, after O += P V; with two stages its producer
 then waits on the consumers and the H200 measured it at 0.75-0.84× cuDNN, with three stages at
-0.98-1.06× (benchmarks/results/fa3_vs_torch_h200.txt, fp16 d = 128, N 4k-16k). The same tiles
+0.98-1.12× (benchmarks/results/fa3_vs_torch_h200.txt, fp16 d = 128, N 4k-16k). The same tiles
 are used for fp8 (FA-3's fp8 tiles differ; not modelled).
 
 Launch order: grid (Q blocks, heads, batch), x fastest, so one head's Q blocks launch together
