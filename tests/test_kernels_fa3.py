@@ -146,3 +146,50 @@ def test_hadamard_rotation_is_orthogonal_and_spreads_an_outlier():
     x = np.zeros(128)
     x[5] = 100.0                      # one outlier feature
     assert np.allclose(np.abs(x @ h), 100.0 / np.sqrt(128))
+
+
+# ---- on the GPU (gpu-marked: skipped without one; benchmarks/fa3_vs_torch.py ran these checks
+# on the H200, benchmarks/results/fa3_h200_run4/check.json) ---------------------------------
+GPU_SHAPES = [  # (batch, heads_q, heads_kv, seq_q, seq_kv, d, causal, dtype)
+    (1, 1, 1, 128, 128, 128, False, "fp16"),
+    (2, 3, 3, 300, 300, 128, True, "fp16"),
+    (1, 4, 2, 130, 300, 128, True, "fp16"),
+    (1, 2, 1, 300, 130, 128, True, "fp16"),
+    (1, 2, 2, 200, 200, 64, True, "fp16"),
+    (1, 2, 2, 256, 256, 128, True, "bf16"),
+]
+
+
+def _gpu_problem(shape):
+    b, hq, hkv, nq, nkv, d, causal, dtype = shape
+    return AttentionProblem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=nq, seq_kv=nkv, head_dim=d,
+                            dtype=dtype, causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted(hopper.ABLATIONS), ids=str)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=str)
+def test_fa3_kernel_matches_float64_reference(shape, variant):
+    import numpy as np
+    import cupy as cp
+    from iosim.kernels.reference import forward, from_storage, random_inputs, rel_error
+    from iosim.kernels.run import Launcher, device_inputs
+
+    p = _gpu_problem(shape)
+    host = random_inputs(p, np.random.default_rng(hash((shape, variant)) % 2**32))
+    T = device_inputs(host, p.dtype)
+    Launcher(build_schedule(p, "h200", "fa3"), fa3_variant=hopper.ABLATIONS[variant]).run(T)
+    cp.cuda.runtime.deviceSynchronize()
+    ref = {k: from_storage(v, p.dtype) for k, v in host.items()}
+    o_ref, lse_ref = forward(ref["Q"], ref["K"], ref["V"], p.causal)
+    assert rel_error(from_storage(T["O"].get(), p.dtype), o_ref) <= {"fp16": 2e-3, "bf16": 1e-2}[p.dtype]
+    lse = T["LSE"].get().astype(np.float64)
+    assert np.array_equal(np.isinf(lse), np.isinf(lse_ref))
+
+
+@pytest.mark.gpu
+def test_fa3_live_trace_equals_schedule():
+    from iosim.kernels.run import capture
+    from iosim.kernels.trace import compare_trace
+    p = _gpu_problem((1, 4, 2, 130, 300, 128, True, "fp16"))
+    assert compare_trace(build_schedule(p, "h200", "fa3"), capture(p, "fa3")) == []
