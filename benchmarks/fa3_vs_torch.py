@@ -169,7 +169,7 @@ def bench(names: list, out: Path, repeat: int) -> None:
                 try:
                     base, over = split(name)
                     ln = Launcher(build_schedule(p, "h200", "fa3", **over), fa3_variant=vs[base])
-                    row["time_s"][name] = time_op(lambda k: ln.run(sets[k]), n_sets, 3, repeat)["time_s"]
+                    row["time_s"][name] = time_op(lambda k, ln=ln, s=sets: ln.run(s[k]), n_sets, 3, repeat)["time_s"]
                 except Exception as exc:
                     print(f"bench {name} N={n}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
             for be in ("torch_cudnn", "torch_flash"):

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import IosimError
-from .build import CUDA_DIR, options, source_text
+from .build import options, source_text
 
 SOURCE = "fa3_fwd.cu"
 TMAP_BYTES = 128
@@ -201,15 +201,13 @@ def launch(launcher, kernel, T: dict, variant: Fa3Variant = FULL):
     la = kernel.launch
     nthreads = threads(t.block_q, variant)
     k = get_kernel(defines(p, t, variant), p.dtype, launcher.trace, la.smem_bytes_per_cta)
+    # tensor maps per input set, encoded once (they hold the arrays' addresses: keep them alive)
+    cache = launcher.__dict__.setdefault("fa3_maps", {})
     key = (T["Q"].data.ptr, T["K"].data.ptr, T["V"].data.ptr, variant.tma)
-    maps = launcher.fa3_maps.get(key) if hasattr(launcher, "fa3_maps") else None
-    if maps is None:
+    if key not in cache:
         maps = tensor_maps(p, t, T["Q"], T["K"], T["V"]) if variant.tma else cp.zeros(1, dtype=np.uint8)
-        if not hasattr(launcher, "fa3_maps"):
-            launcher.fa3_maps = {}
-        launcher.fa3_maps[key] = (maps, T["Q"], T["K"], T["V"])   # keeps the arrays alive
-    else:
-        maps = maps[0]
+        cache[key] = (maps, T["Q"], T["K"], T["V"])
+    maps = cache[key][0]
     buf, cap, keep = launcher._trace_buffer(kernel)
     k(tuple(la.grid), (nthreads,),
       (T["Q"], T["K"], T["V"], o, lse, maps, NULL, NULL, NULL, *launcher._dims(), buf, np.int32(cap)),
