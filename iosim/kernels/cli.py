@@ -8,7 +8,7 @@ from ..errors import IosimError
 
 @click.command()
 @click.option("--algo", "algorithm", default="fa2", show_default=True,
-              type=click.Choice(["standard", "fa1", "fa2"]))
+              type=click.Choice(["standard", "fa1", "fa2", "fa3"]))
 @click.option("--batch", type=int, default=1, show_default=True)
 @click.option("--heads", "heads_q", type=int, default=2, show_default=True)
 @click.option("--kv-heads", "heads_kv", type=int)

@@ -48,8 +48,9 @@ def poisoned(shape, dtype: str, fp32: bool = False):
 class Launcher:
     """Runs one Schedule's kernels; keeps compiled kernels and trace buffers."""
 
-    def __init__(self, schedule, trace: bool = False):
+    def __init__(self, schedule, trace: bool = False, fa3_variant=None):
         self.schedule = schedule
+        self.fa3_variant = fa3_variant     # hopper.Fa3Variant (None: the full FA-3 kernel)
         self.problem = p = schedule.problem
         self.trace = trace
         self.traces: list = []
@@ -167,6 +168,11 @@ class Launcher:
         m = self._out(T, "m", (p.batch, p.heads_q, p.seq_q), fp32=True)
         self._launch(kernel, "fa1_fwd.cu", "fa1_fwd", self._defines(t),
                      (T["Q"], T["K"], T["V"], o, l, m, *self._dims()))
+
+    # fa3 forward (Hopper, sm_90a): built and launched by hopper.py
+    def k_fa3_fwd(self, kernel, T):
+        from . import hopper
+        hopper.launch(self, kernel, T, self.fa3_variant or hopper.FULL)
 
     # standard: cuBLAS GEMMs around the traced softmax kernel
     @staticmethod

@@ -14,6 +14,11 @@ How a trace is compared with a schedule (`compare_trace`): per CTA, the schedule
 Loads may come earlier: that is the cp.async prefetch (tile j+stages−1 issued before tile j is
 computed), which the Schedule expresses as `Kernel.pipeline`, not as operation order. The
 largest hoist (in compute/store operations) is reported by `hoist_depths`.
+ 4. with `Pipeline.intra_overlap` (FA-3), an iteration's first GEMM is issued before the
+    previous iteration's last GEMM (S_j = Q K_jᵀ, then O += P_{j−1} V_{j−1}, then the softmax of
+    block j): the schedule's events are put in that software-pipelined order (`overlap_order`)
+    before the comparison. The Schedule expresses this as `Pipeline.intra_overlap`, not as
+    operation order, as it does the prefetch.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ NAMES = {
     "fa2_fwd": ("S=QK^T", "exp", "O+=PV"),
     "fa2_bwd": ("S=QK^T", "P=exp(S-LSE)", "dV+=P^T dO", "dP=dO V^T", "dK+=dS^T Q", "dQ=dS K"),
     "fa1_fwd": ("S=QK^T", "exp", "PV"),
+    "fa3_fwd": ("S=QK^T", "exp", "O+=PV"),
     "std_fwd_softmax": ("exp",),
 }
 TRACE_KINDS = ("load", "store", "mma", "exp")
@@ -174,6 +180,36 @@ def schedule_events(kernel, cta: int) -> list:
     return out
 
 
+def overlap_order(events: list) -> list:
+    """The schedule's events as an intra-warpgroup-overlapped kernel issues them: every
+    [last GEMM of iteration j−1, loads of iteration j, first GEMM of iteration j] becomes
+    [loads, first GEMM of j, last GEMM of j−1]. The GEMM names are the first and last Mma of
+    the sequence (FA-3: "S=QK^T" and "O+=PV")."""
+    mmas = [e.name for e in events if e.kind == "mma"]
+    if not mmas or mmas[0] == mmas[-1]:
+        return list(events)
+    first, last = mmas[0], mmas[-1]
+    out, i = list(events), 0
+    while i < len(out):
+        if out[i].kind == "mma" and out[i].name == last:
+            k = i + 1
+            while k < len(out) and out[k].kind == "load":
+                k += 1
+            if k < len(out) and out[k].kind == "mma" and out[k].name == first:
+                out[i:k + 1] = out[i + 1:k] + [out[k], out[i]]
+                i = k + 1
+                continue
+        i += 1
+    return out
+
+
+def expected_events(kernel, cta: int) -> list:
+    """What the kernel should record for one CTA: the schedule's events, in the
+    software-pipelined order when the kernel overlaps within a warpgroup."""
+    ev = schedule_events(kernel, cta)
+    return overlap_order(ev) if getattr(kernel.pipeline, "intra_overlap", False) else ev
+
+
 def _first_difference(a: list, b: list):
     for n, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -248,7 +284,7 @@ def compare_trace(schedule, trace: Trace, max_reports: int = 20) -> list:
         if kt.overflow:
             out.append(f"{kernel.name}: trace slots overflowed for CTAs {kt.overflow[:5]}")
         for cta in range(kernel.num_ctas):
-            for p in compare_cta(schedule_events(kernel, cta), kt.ctas[cta]):
+            for p in compare_cta(expected_events(kernel, cta), kt.ctas[cta]):
                 out.append(f"{kernel.name} CTA {cta} {kernel.cta_coord(cta)}: {p}")
                 if len(out) >= max_reports:
                     return out
@@ -265,7 +301,7 @@ def trace_stats(schedule, trace: Trace) -> dict:
         if kernel.name in trace.untraced or kernel.name not in {k.name for k in trace.kernels}:
             continue
         kt = trace.kernel(kernel.name)
-        hoist = max(hoist_depths(schedule_events(kernel, c), kt.ctas[c])
+        hoist = max(hoist_depths(expected_events(kernel, c), kt.ctas[c])
                     for c in range(kernel.num_ctas))
         stats[kernel.name] = {"ctas": kernel.num_ctas,
                               "events": sum(len(c) for c in kt.ctas),
