@@ -23,7 +23,7 @@ from pathlib import Path
 
 # must match the #defines in cuda/iosim_common.cuh
 TENSORS = ("Q", "K", "V", "O", "LSE", "dO", "D", "dQaccum", "dQ", "dK", "dV", "dK_expanded",
-           "dV_expanded", "S", "P", "m", "l")
+           "dV_expanded", "S", "P", "m", "l", "O_partial", "LSE_partial")
 KINDS = {1: "load", 2: "store", 3: "store", 4: "mma", 5: "exp"}
 # compute-phase names per kernel, index = the id the .cu file records (its enum)
 NAMES = {
@@ -31,6 +31,7 @@ NAMES = {
     "fa2_bwd": ("S=QK^T", "P=exp(S-LSE)", "dV+=P^T dO", "dP=dO V^T", "dK+=dS^T Q", "dQ=dS K"),
     "fa1_fwd": ("S=QK^T", "exp", "PV"),
     "std_fwd_softmax": ("exp",),
+    "fd_split": ("S=QK^T", "exp", "O+=PV"),
 }
 TRACE_KINDS = ("load", "store", "mma", "exp")
 
