@@ -12,7 +12,18 @@ import click
 from .errors import IosimError
 
 PROBLEM_DEFAULTS = dict(batch=1, heads_q=32, heads_kv=None, seq_q=4096, seq_kv=None,
-                        head_dim=128, dtype="fp16", causal=False, direction="fwd")
+                        head_dim=128, dtype="fp16", causal=False, direction="fwd",
+                        seq_kv_list=None, prefix_len=0, page_size=None, page_layout="contiguous")
+
+
+def _int_list(ctx, param, value):
+    """'4096,512,77' → (4096, 512, 77); a bad item is a one-line error."""
+    if value is None:
+        return None
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"must be comma-separated integers, got {value!r}") from None
 
 
 # ---- shared options, defined once ---------------------------------------------------------
@@ -30,6 +41,18 @@ def problem_options(f):
         click.option("--causal/--no-causal", default=None, help="Causal mask [no]."),
         click.option("--direction", type=click.Choice(["fwd", "bwd", "fwd+bwd"]), help="[fwd]"),
         click.option("--gpu", help="a100, h100, h200, or a GPU YAML path [h100]."),
+        # KV cache (issue 13: iosim/algorithms/kvcache.py, flash_decoding.py)
+        click.option("--seq-kv-list", "seq_kv_list", callback=_int_list,
+                     help="Per-request KV lengths, comma-separated, one per batch entry "
+                          "(continuous batching; flash-decoding)."),
+        click.option("--prefix-len", "prefix_len", type=int,
+                     help="Prompt prefix shared by every request, KV stored once [0]."),
+        click.option("--page-size", "page_size", type=int,
+                     help="Paged KV: tokens per page (a power of two) [not paged]."),
+        click.option("--page-layout", "page_layout",
+                     type=click.Choice(["contiguous", "shuffled", "fragmented"]),
+                     help="How the block table places pages [contiguous]."),
+        click.option("--splits", type=int, help="flash-decoding: KV splits [FA-2's heuristic]."),
         click.option("--block-q", type=int, help="Override the Q (row) block size."),
         click.option("--block-kv", type=int, help="Override the KV (column) block size."),
         click.option("--stages", type=int, help="Override the pipeline depth."),
@@ -52,7 +75,7 @@ def problem_options(f):
     return f
 
 
-TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
+TILING_KEYS = ("block_q", "block_kv", "stages", "warps", "splits")
 
 
 def resolve(kw: dict) -> tuple:
@@ -210,6 +233,8 @@ def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
     from .report.text import analysis_table
     problem, gpu, scen, tiling = resolve(kw)
     algorithm = algorithm or scen.get("algorithm", "fa2")
+    if tiling.get("splits") is not None and algorithm != "flash-decoding":
+        raise IosimError(f"--splits applies to flash-decoding, not {algorithm}")
     a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
                 l2_samples=l2_samples, **tiling)
     if fmt == "json":

@@ -9,9 +9,9 @@ from .errors import IosimError
 from .paths import SCENARIO_DIR
 
 PROBLEM_KEYS = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype",
-                "causal", "direction"}
+                "causal", "direction", "seq_kv_list", "prefix_len", "page_size", "page_layout"}
 OTHER_KEYS = {"gpu", "algorithm", "algorithms", "description", "block_q", "block_kv", "stages",
-              "warps", "seq_range"}
+              "warps", "seq_range", "splits"}
 
 
 def available_scenarios() -> list[str]:

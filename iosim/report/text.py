@@ -52,6 +52,7 @@ def analysis_table(a) -> str:
              *_simulation_rows(a),
              ("bound by", a.bound_by),
              ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
+    rows += [("note", n) for n in getattr(a, "notes", ())]   # schedule and fit notes
     return _rows_to_text(rows, f"iosim {a.algorithm} on {g.short_name}")
 
 
