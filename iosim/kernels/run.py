@@ -168,6 +168,17 @@ class Launcher:
         self._launch(kernel, "fa1_fwd.cu", "fa1_fwd", self._defines(t),
                      (T["Q"], T["K"], T["V"], o, l, m, *self._dims()))
 
+    # flash-decoding: split-KV kernel + combine (iosim/kernels/decode.py launches both)
+    def k_fd_split(self, kernel, T):
+        from .decode import DecodeLaunch, run_decode, schedule_inputs
+        launch = DecodeLaunch.from_schedule(self.schedule)
+        if "seqlens" not in T:
+            T.update(schedule_inputs(self.problem, T))
+        self.traces += run_decode(launch, T, trace=self.trace)
+
+    def k_fd_combine(self, kernel, T):
+        """Launched by k_fd_split right after the split kernel."""
+
     # standard: cuBLAS GEMMs around the traced softmax kernel
     @staticmethod
     def _matmul(a, b):
