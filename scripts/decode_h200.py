@@ -135,6 +135,7 @@ def step_traces():
             p = AttentionProblem(**kw)
             sched = build_schedule(p, "h200", "flash-decoding", **over)
             tr = capture(p, "flash-decoding", **over)
+            tr.tiling = {k: dict(v) for k, v in tr.tiling.items()}
             tr.tiling["fwd"]["splits"] = next(k for k in sched.kernels if k.name == "fd_split").launch.grid[0]
             tr.device = "NVIDIA H200"
             tr.command = "python3 scripts/decode_h200.py traces"
