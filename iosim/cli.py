@@ -233,7 +233,7 @@ def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
     from .report.text import analysis_table
     problem, gpu, scen, tiling = resolve(kw)
     algorithm = algorithm or scen.get("algorithm", "fa2")
-    if tiling.get("splits") is not None and algorithm != "flash-decoding":
+    if tiling.get("splits") is not None and not algorithm.startswith("flash-decoding"):
         raise IosimError(f"--splits applies to flash-decoding, not {algorithm}")
     a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
                 l2_samples=l2_samples, **tiling)

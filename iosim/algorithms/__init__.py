@@ -6,7 +6,8 @@ from importlib import import_module
 from ..errors import IosimError
 from ..hardware import load_gpu
 
-ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square", "flash-decoding")
+ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square", "flash-decoding",
+              "flash-decoding-cascade")
 TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
 DECODE_KEYS = ("splits",)    # flash-decoding only (iosim/algorithms/flash_decoding.py)
 
@@ -28,8 +29,12 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
     bwd = {k: overrides.get("bwd_" + k, overrides.get(k)) for k in TILING_KEYS}
     from .kvcache import check_supported, paginate
     check_supported(problem, algorithm)
-    module = import_module(f".{algorithm.replace('-', '_')}", __name__)
-    if algorithm == "flash-decoding":
+    module = import_module(f".{algorithm.split('-cascade')[0].replace('-', '_')}", __name__)
+    if algorithm == "flash-decoding-cascade":
+        from . import flash_decoding
+        schedule = flash_decoding.build_cascade(problem, load_gpu(gpu), fwd, bwd,
+                                                decode.get("splits"))
+    elif algorithm == "flash-decoding":
         schedule = module.build(problem, load_gpu(gpu), fwd, bwd, decode.get("splits"))
     else:
         schedule = module.build(problem, load_gpu(gpu), fwd, bwd)

@@ -52,8 +52,24 @@ c ≤ t + L_b − seq_q. Tile m covers tokens t0 = ⌊m·bq / g⌋ … t1 = ⌊(
 blocks past t1's last key are skipped, blocks past t0's are masked (as common.kv_segments).
 
 Paged KV (`page_size`) is applied to this schedule as to every algorithm's: see kvcache.py.
-Tile sizes: block_q 64, 4 warps (each warp 16 rows), 2 stages; block_kv 256 for d ≤ 64, 128 for
+Tile sizes: block_q = the packed rows R rounded up to 16 (the MMA tile's M), at most 64
+(FlashAttention-2's split-KV kBlockM); 4 warps, 2 stages; block_kv 256 for d ≤ 64, 128 for
 d ≤ 128, else 64 (FlashAttention-2's split-KV kernel traits, flash_fwd_launch_template.h).
+With block_q < 64 the 4 warps cannot each own 16 rows: they split the KV tile's columns, keep
+their own (m, l, O) and merge them once at the end of the CTA: an `Alu merge warps` of
+3 · (4·16/block_q − 1) · block_q · d before `Alu normalize` (R = 4 → block_q 16: executed MMA
+work 4× the useful instead of FlashAttention-2's 16×).
+
+Cascade (`flash-decoding-cascade`, with prefix_len > 0): kernel `fd_prefix` first, grid
+(S_p, heads_kv · n_mp, groups): the packed rows of per_group = ⌊64 / R⌋ requests (or, when
+R > 32, tile m of one request) form one 64-row Q tile; the CTA loads Q of each member request
+(b, hk, m) (rows_m each), then the prefix blocks of its chunk (K_prefix, V_prefix at (hk, j)),
+and stores per member request Store O_prefix (b, hk, m, k) rows_m × d fp32 and ML_prefix
+(b, hk, m, k) rows_m × 2 fp32. S_p by the same heuristic over groups · heads_kv · n_mp tiles.
+Then `fd_split` over the requests' own KV only (always storing partials), then `fd_combine`
+whose CTA loops first over the S_p prefix partials (ML_prefix, O_prefix at (b, hk, m, k)) and
+then over the S own partials, with the same body. The prefix's KV is read once per group of
+per_group requests instead of once per request.
 """
 from __future__ import annotations
 
@@ -70,25 +86,40 @@ MAX_SPLITS = 128         # FlashAttention-2's cap (flash_api.cpp)
 FILL_FRACTION = 0.8      # no split when the tiles already fill 80% of the CTA slots (same source)
 EFFICIENCY_FRACTION = 0.85   # smallest S within 85% of the best wave efficiency (same source)
 COMBINE_REGISTERS = 64   # combine: fp32 accumulator row slice plus addresses
+MAX_BLOCK_Q = 64         # FlashAttention-2's split-KV kBlockM (flash_fwd_launch_template.h)
 
 
 def default_block_kv(d: int) -> int:
     return 256 if d <= 64 else (128 if d <= 128 else 64)
 
 
-def candidates(d: int) -> tuple:
+def default_block_q(rows: int) -> int:
+    """The packed rows rounded up to the 16-row MMA tile, at most 64."""
+    return min(MAX_BLOCK_Q, 16 * ceil_div(rows, 16))
+
+
+def candidates(d: int, bq: int) -> tuple:
     bc = default_block_kv(d)
-    return (Tiling(64, bc, 2, 4), Tiling(64, max(32, bc // 2), 2, 4), Tiling(16, 64, 2, 1),
-            Tiling(16, 32, 1, 1))
+    return (Tiling(bq, bc, 2, 4), Tiling(bq, max(32, bc // 2), 2, 4), Tiling(bq, 32, 1, 4),
+            Tiling(16, 32, 1, 4))
 
 
-def tiling(problem, gpu, **overrides) -> Tiling:
+def warp_merge_ops(t: Tiling, d: int) -> int:
+    """With fewer than 16 rows per warp the warps split the KV tile's columns: each keeps its
+    own (m, l, O) and they are merged once at the end (3 ops per O element per extra warp)."""
+    column_groups = max(1, t.warps * 16 // t.block_q)
+    return 3 * (column_groups - 1) * t.block_q * d
+
+
+def tiling(problem, gpu, prefix: bool = False, **overrides) -> Tiling:
     d, eb = problem.head_dim, problem.elem_bytes
+    rows = problem.seq_q * problem.group_size
+    bq = MAX_BLOCK_Q if prefix else default_block_q(rows)
 
     def fits(t: Tiling):
         check_fits(gpu, f"flash-decoding tiling {t.describe()} at d={d}",
                    fwd_smem_bytes(t, d, eb), fwd_registers(t, d), t.threads)
-    return pick_tiling(candidates(d), fits, overrides)
+    return pick_tiling(candidates(d, bq), fits, overrides)
 
 
 def num_splits_heuristic(tiles: int, slots: int, n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
@@ -121,10 +152,15 @@ class KvRange:
     tail_rows: int
 
 
-def kv_ranges(problem, b: int, hk: int, bc: int) -> list:
-    """The request's KV block ranges, prefix first (see the module docstring)."""
+def kv_ranges(problem, b: int, hk: int, bc: int, own_only: bool = False) -> list:
+    """The request's KV block ranges, prefix first (see the module docstring); own_only: the
+    request's own tokens alone (the cascade reads the prefix in a kernel of its own)."""
     out = []
     p = problem.prefix_len
+    if own_only:
+        own = problem.kv_lengths[b] - p
+        n = ceil_div(own, bc)
+        return [KvRange("K", "V", (b, hk), n, own - (n - 1) * bc)] if own else []
     own = problem.kv_lengths[b] - p
     if p:
         out.append(KvRange("K_prefix", "V_prefix", (hk,), ceil_div(p, bc), p - (ceil_div(p, bc) - 1) * bc))
@@ -133,8 +169,8 @@ def kv_ranges(problem, b: int, hk: int, bc: int) -> list:
     return out
 
 
-def blocks_of(problem, b: int, bc: int) -> int:
-    return sum(r.n_blocks for r in kv_ranges(problem, b, 0, bc))
+def blocks_of(problem, b: int, bc: int, own_only: bool = False) -> int:
+    return sum(r.n_blocks for r in kv_ranges(problem, b, 0, bc, own_only))
 
 
 @dataclass(frozen=True)
@@ -146,12 +182,15 @@ class Plan:
     n_max: int         # blocks of the longest request
     splits: int
     per_split: int     # bps
+    own_only: bool = False     # cascade: the split kernel reads the requests' own KV only
 
 
-def plan(problem, gpu, t: Tiling, splits: int | None) -> Plan:
+def plan(problem, gpu, t: Tiling, splits: int | None, own_only: bool = False) -> Plan:
     rows = problem.seq_q * problem.group_size
     n_m = ceil_div(rows, t.block_q)
-    n_max = max(blocks_of(problem, b, t.block_kv) for b in range(problem.batch))
+    n_max = max(blocks_of(problem, b, t.block_kv, own_only) for b in range(problem.batch))
+    if n_max == 0:     # cascade, every request's KV is the prefix: nothing of its own
+        return Plan(rows, n_m, 0, 0, 1, own_only)
     if splits is None:
         occ = occupancy(gpu, Launch((1, 1, 1), t.threads, fwd_smem_bytes(t, problem.head_dim,
                                     problem.elem_bytes), fwd_registers(t, problem.head_dim)))
@@ -163,7 +202,7 @@ def plan(problem, gpu, t: Tiling, splits: int | None) -> Plan:
         raise IosimError(f"splits {splits} is more than the {n_max} KV blocks of {t.block_kv} "
                          f"tokens")
     bps = ceil_div(n_max, splits)
-    return Plan(rows, n_m, n_max, ceil_div(n_max, bps), bps)
+    return Plan(rows, n_m, n_max, ceil_div(n_max, bps), bps, own_only)
 
 
 def _mask_limits(problem, b: int, m: int, t: Tiling, rows_m: int, n_blocks: int) -> tuple:
@@ -215,7 +254,7 @@ def split_program(problem, t: Tiling, pl: Plan, b: int, hk: int, m: int, k: int)
     rows_m = min(t.block_q, pl.rows - m * t.block_q)
     lo, hi = k * pl.per_split, (k + 1) * pl.per_split
     body, base = [], 0
-    for r in kv_ranges(problem, b, hk, t.block_kv):
+    for r in kv_ranges(problem, b, hk, t.block_kv, pl.own_only):
         a, z = max(lo - base, 0), min(hi - base, r.n_blocks)
         if z > a:
             j_full, j_stop = (_mask_limits(problem, b, m, t, rows_m, r.n_blocks)
@@ -230,8 +269,10 @@ def split_program(problem, t: Tiling, pl: Plan, b: int, hk: int, m: int, k: int)
     prog = [Load("Q", (b, hk, m), rows_m, d, rows_m * d * eb)] if body else []
     prog += body
     if body:
+        merge = warp_merge_ops(t, d)
+        prog += [Alu("merge warps", merge)] if merge else []
         prog.append(Alu("normalize", t.block_q * d))
-    if pl.splits > 1:
+    if pl.splits > 1 or pl.own_only:
         prog += [Store("O_partial", (b, hk, m, k), rows_m, d, rows_m * d * PARTIAL_BYTES),
                  Store("ML_partial", (b, hk, m, k), rows_m, 2, rows_m * 2 * PARTIAL_BYTES)]
     else:
@@ -240,15 +281,22 @@ def split_program(problem, t: Tiling, pl: Plan, b: int, hk: int, m: int, k: int)
     return tuple(prog)
 
 
-def combine_program(problem, pl: Plan, t: Tiling, b: int, hk: int, m: int) -> tuple:
-    d, eb = problem.head_dim, problem.elem_bytes
-    rows_m = min(t.block_q, pl.rows - m * t.block_q)
-    body = (Load("ML_partial", (b, hk, m, "k"), rows_m, 2, rows_m * 2 * PARTIAL_BYTES),
-            Load("O_partial", (b, hk, m, "k"), rows_m, d, rows_m * d * PARTIAL_BYTES),
+def _combine_body(d: int, rows_m: int, ml: str, o: str, coord: tuple) -> tuple:
+    return (Load(ml, coord, rows_m, 2, rows_m * 2 * PARTIAL_BYTES),
+            Load(o, coord, rows_m, d, rows_m * d * PARTIAL_BYTES),
             Alu("running max/sum", 3 * rows_m),
             Exp("exp", 2 * rows_m),
             Alu("rescale-accumulate", 3 * rows_m * d))
-    return (*loop("k", 0, pl.splits, body),
+
+
+def combine_program(problem, pl: Plan, t: Tiling, b: int, hk: int, m: int,
+                    prefix_splits: int = 0) -> tuple:
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows_m = min(t.block_q, pl.rows - m * t.block_q)
+    body = _combine_body(d, rows_m, "ML_partial", "O_partial", (b, hk, m, "k"))
+    pre = _combine_body(d, rows_m, "ML_prefix", "O_prefix", (b, hk, m, "k"))
+    return (*loop("k", 0, prefix_splits, pre),
+            *loop("k", 0, pl.splits, body),
             Store("O", (b, hk, m), rows_m, d, rows_m * d * eb),
             Store("LSE", (b, hk, m), rows_m, 1, rows_m * STAT_BYTES))
 
@@ -279,17 +327,115 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
                   coord_names=("split", "kv_head_x_q_tile", "batch"))
 
 
-def combine_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
+def combine_kernel(problem, t: Tiling, pl: Plan, prefix_splits: int = 0) -> Kernel:
     grid = (pl.n_m, problem.heads_kv, problem.batch)
 
     def program(cta: int) -> tuple:
         m, hk, b = grid_index(cta, grid)
-        return combine_program(problem, pl, t, b, hk, m)
+        return combine_program(problem, pl, t, b, hk, m, prefix_splits)
 
     classes = tuple((m, problem.batch * problem.heads_kv) for m in range(pl.n_m))
     return Kernel(name="fd_combine", launch=Launch(grid, 128, 0, COMBINE_REGISTERS),
                   program=program, classes=classes, cta_coord=lambda cta: grid_index(cta, grid),
                   pipeline=Pipeline(stages=1), coord_names=("q_tile", "kv_head", "batch"))
+
+
+# ---- cascade: the shared prefix read once per group of requests ---------------------------
+@dataclass(frozen=True)
+class PrefixPlan:
+    per_group: int     # requests whose packed rows share one prefix Q tile
+    groups: int
+    n_m: int           # prefix Q tiles per group (> 1 only when one request fills a tile)
+    n_blocks: int
+    splits: int
+    per_split: int
+
+
+def prefix_plan(problem, gpu, t: Tiling, splits: int | None) -> PrefixPlan:
+    rows = problem.seq_q * problem.group_size
+    per_group = max(1, t.block_q // rows)
+    groups = ceil_div(problem.batch, per_group)
+    n_m = 1 if per_group > 1 else ceil_div(rows, t.block_q)
+    n_blocks = ceil_div(problem.prefix_len, t.block_kv)
+    if splits is None:
+        occ = occupancy(gpu, Launch((1, 1, 1), t.threads, fwd_smem_bytes(t, problem.head_dim,
+                                    problem.elem_bytes), fwd_registers(t, problem.head_dim)))
+        splits = num_splits_heuristic(groups * problem.heads_kv * n_m,
+                                      gpu.sm_count * max(occ, 1), n_blocks)
+    splits = min(splits, n_blocks)
+    bps = ceil_div(n_blocks, splits)
+    return PrefixPlan(per_group, groups, n_m, n_blocks, ceil_div(n_blocks, bps), bps)
+
+
+def prefix_program(problem, t: Tiling, pp: PrefixPlan, grp: int, hk: int, m: int, k: int) -> tuple:
+    """One prefix tile: the packed rows of requests grp·per_group … (or tile m of one request)
+    against prefix blocks of chunk k; one (O, m, l) partial stored per request slice."""
+    d, eb, bc = problem.head_dim, problem.elem_bytes, t.block_kv
+    rows = problem.seq_q * problem.group_size
+    members = list(range(grp * pp.per_group, min(problem.batch, (grp + 1) * pp.per_group)))
+    slices = [(b, m, min(t.block_q, rows - m * t.block_q)) for b in members]
+    lo, hi = k * pp.per_split, min(pp.n_blocks, (k + 1) * pp.per_split)
+    tail = problem.prefix_len - (pp.n_blocks - 1) * bc
+    prog = [Load("Q", (b, hk, mm), r, d, r * d * eb) for b, mm, r in slices]
+    ragged = tail < bc
+    for seg in _segments(lo, hi, pp.n_blocks, pp.n_blocks, pp.n_blocks, ragged):
+        rows_kv = tail if seg.ragged else bc
+        prog += loop("j", seg.start, seg.stop,
+                     block_body(problem, t, "K_prefix", "V_prefix", (hk, "j"), rows_kv,
+                                seg.ragged))
+    merge = warp_merge_ops(t, d)
+    prog += [Alu("merge warps", merge)] if merge else []
+    prog.append(Alu("normalize", t.block_q * d))
+    for b, mm, r in slices:
+        prog += [Store("O_prefix", (b, hk, mm, k), r, d, r * d * PARTIAL_BYTES),
+                 Store("ML_prefix", (b, hk, mm, k), r, 2, r * 2 * PARTIAL_BYTES)]
+    return tuple(prog)
+
+
+def prefix_kernel(problem, t: Tiling, pp: PrefixPlan) -> Kernel:
+    hk_n, d, eb = problem.heads_kv, problem.head_dim, problem.elem_bytes
+    grid = (pp.splits, hk_n * pp.n_m, pp.groups)
+
+    def program(cta: int) -> tuple:
+        k, y, grp = grid_index(cta, grid)
+        return prefix_program(problem, t, pp, grp, y // pp.n_m, y % pp.n_m, k)
+
+    last = problem.batch - (pp.groups - 1) * pp.per_group      # requests in the last group
+    groups = [(0, pp.groups - (1 if last != pp.per_group else 0))]
+    if last != pp.per_group:
+        groups.append((pp.groups - 1, 1))
+    classes = tuple((k + grid[0] * (m + grid[1] * g0), hk_n * count)
+                    for g0, count in groups if count
+                    for m in range(pp.n_m) for k in range(pp.splits))
+    return Kernel(name="fd_prefix", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
+                                                  fwd_registers(t, d)),
+                  program=program, classes=classes, cta_coord=lambda cta: grid_index(cta, grid),
+                  pipeline=Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+                  coord_names=("split", "kv_head_x_q_tile", "request_group"))
+
+
+def build_cascade(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
+                  splits: int | None = None) -> Schedule:
+    """Cascade (shared-prefix) decoding: kernel fd_prefix attends the prefix for a group of
+    requests per Q tile, reading its KV once per group; fd_split the requests' own KV;
+    fd_combine merges the prefix partials and the own partials with the same equations."""
+    if not problem.prefix_len:
+        return build(problem, gpu, fwd_overrides, bwd_overrides, splits)
+    if problem.direction != "fwd":
+        raise IosimError("flash-decoding is a forward (inference) schedule; use --direction fwd")
+    t = tiling(problem, gpu, **fwd_overrides)
+    tp = tiling(problem, gpu, prefix=True, **fwd_overrides)
+    pp = prefix_plan(problem, gpu, tp, None)
+    pl = plan(problem, gpu, t, splits, own_only=True)
+    kernels = [prefix_kernel(problem, tp, pp)]
+    if pl.n_max:
+        kernels.append(split_kernel(problem, t, pl))
+    kernels.append(combine_kernel(problem, t, pl, prefix_splits=pp.splits))
+    notes = (f"cascade: the {problem.prefix_len}-token shared prefix read once per group of "
+             f"{pp.per_group} request(s) ({pp.groups} group(s), {pp.splits} split(s)); own KV in "
+             f"{pl.splits} split(s) of {pl.per_split} block(s) of {t.block_kv}",)
+    return Schedule("flash-decoding-cascade", problem, {"fwd": t, "fwd_prefix": tp},
+                    tuple(kernels), notes=notes)
 
 
 def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict, splits: int | None = None
@@ -311,7 +457,7 @@ def outside_design_note(schedule) -> str | None:
     """A note when a prefill schedule (one query row block per Q tile, per query head) runs a
     decode-shaped problem: most of its Q tile's rows are padding."""
     p = schedule.problem
-    if schedule.algorithm == "flash-decoding" or "fwd" not in schedule.tiling:
+    if schedule.algorithm.startswith("flash-decoding") or "fwd" not in schedule.tiling:
         return None
     bq = getattr(schedule.tiling["fwd"], "block_q", None)
     if not bq or p.seq_q * 2 > bq:

@@ -31,13 +31,13 @@ from ..errors import IosimError
 from ..schedule import Kernel, Load, Loop, Schedule
 
 PAGED_TENSORS = ("K", "V", "K_prefix", "V_prefix")
-PAGED_ALGORITHMS = ("fa1", "fa2", "fa3", "flash-decoding")
+PAGED_ALGORITHMS = ("fa1", "fa2", "fa3", "flash-decoding", "flash-decoding-cascade")
 SHUFFLE_SEED = 0      # the shuffled layout's permutation seed (determinism)
 
 
 def check_supported(problem, algorithm: str) -> None:
     """Refuse KV-cache features an algorithm's schedule does not model, in one line."""
-    if algorithm != "flash-decoding" and (problem.seq_kv_list is not None or problem.prefix_len):
+    if not algorithm.startswith("flash-decoding") and (problem.seq_kv_list is not None or problem.prefix_len):
         raise IosimError(f"per-request KV lengths (seq-kv-list) and shared prefixes (prefix-len) "
                          f"are modelled by flash-decoding; {algorithm} gives every request "
                          f"seq-kv keys of its own")
