@@ -120,7 +120,7 @@ def step_compile():
 
 def step_tests():
     sh(f"python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_decode_gpu.py "
-       f"> {OUT}/pytest.txt 2>&1", timeout=240)
+       f"> {OUT}/pytest.txt 2>&1", timeout=120)
     print(Path(OUT / "pytest.txt").read_text()[-3000:], flush=True)
 
 
@@ -153,16 +153,16 @@ def step_traces():
 
 
 def step_bench():
-    sh(f"python3 benchmarks/decode_vs_torch.py --out {OUT}/decode_vs_torch_h200.txt", timeout=300)
+    sh(f"python3 benchmarks/decode_vs_torch.py --out {OUT}/decode_vs_torch_h200.txt", timeout=170)
 
 
 def step_validation():
     env = f"IOSIM_SWEEP={SWEEP}"
     times = OUT / "decode_times.csv"
-    sh(f"{env} python3 -m iosim.measure.sweep time {times}", timeout=240)
+    sh(f"{env} python3 -m iosim.measure.sweep time {times}", timeout=80)
     raw = OUT / "ncu_decode_raw.txt"
     sh(f"{env} python3 -m iosim.measure.sweep ncu {times} {OUT}/measured_h200_decode.csv {raw} "
-       f"{OUT}/measured_h200_decode_kernels.csv", timeout=300)
+       f"{OUT}/measured_h200_decode_kernels.csv", timeout=150)
     if raw.exists():
         with open(raw, "rb") as f, gzip.open(str(raw) + ".gz", "wb") as g:
             g.write(f.read())
