@@ -135,3 +135,22 @@ def test_paged_run_reports_the_page_split():
     d = json.loads(r.output)
     assert d["problem"]["page_size"] == 16
     assert any("each 128-row K/V tile loaded as 8 page loads" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("name,group,batch", [("llama3-8b-decode-128k", 4, 1),
+                                              ("llama3-70b-decode-batch64", 8, 64),
+                                              ("serving-shared-prompt-2k", 4, 32)])
+def test_decode_scenarios_run_at_or_above_the_bound(name, group, batch):
+    from iosim.analysis.analyze import analyze
+    from iosim.cli import resolve
+    problem, gpu, scen, tiling = resolve({"scenario": name})
+    assert (problem.group_size, problem.batch, problem.seq_q) == (group, batch, 1)
+    a = analyze(problem, gpu, scen["algorithm"], model="roofline", **tiling)
+    assert a.bound_ratio >= 1
+
+
+def test_serving_scenario_stores_the_system_prompt_once():
+    from iosim.cli import resolve
+    p = resolve({"scenario": "serving-shared-prompt-2k"})[0]
+    assert p.prefix_len == 2048 and len(p.seq_kv_list) == 32
+    assert p.kv_tokens_stored() == sum(p.seq_kv_list) - 31 * 2048
