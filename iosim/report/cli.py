@@ -43,6 +43,9 @@ OPTIONS = [
     (("-o", "--output"), dict(type=click.Path(dir_okay=False), required=True,
                               help="The HTML file to write.")),
     (("--force",), dict(is_flag=True, help="Overwrite --output if it exists.")),
+    (("--decode",), dict(is_flag=True, help="Write the decode page instead: time vs KV length "
+                                            "for fa2 and flash-decoding, KV bytes vs GQA group "
+                                            "and page size (iosim/report/decode.py).")),
     (("--progress/--no-progress",), dict(default=True, help="Progress bar on stderr [on].")),
 ]
 NOT_IN_COMMAND = {"force", "progress"}   # they do not change the page
@@ -110,7 +113,7 @@ def resolve_report(kw: dict) -> dict:
 @click.command("report")
 @report_options
 @click.pass_context
-def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, **kw):
+def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, decode=False, **kw):
     """Write one self-contained HTML report: roofline, bytes vs N and vs SRAM size,
     algorithms side by side, CTA timelines."""
     import time
@@ -120,10 +123,14 @@ def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, **kw):
     if path.exists() and not force:
         raise IosimError(f"{output} exists; pass --force to overwrite it")
     r = resolve_report(kw)
-    spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
-                      sim_max_ctas=sim_max_ctas, **r)
     t0 = time.perf_counter()
-    text = build_report(spec, progress=progress)
+    if decode:
+        from .decode import build_decode_report
+        text = build_decode_report(r["problem"], r["gpu"], model, reproduce_command(ctx))
+    else:
+        spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
+                          sim_max_ctas=sim_max_ctas, **r)
+        text = build_report(spec, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     click.echo(f"wrote {output} ({len(text.encode('utf-8')) / 1e6:.2f} MB, "
