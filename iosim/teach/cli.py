@@ -18,9 +18,9 @@ from ..errors import IosimError
 @click.option("--dtype", type=click.Choice(["fp16", "bf16", "fp8"]), default="fp16",
               show_default=True)
 @click.option("--causal/--no-causal", default=False, show_default=True)
-@click.option("--section", help="Print one section: a number 1-7 or a name "
+@click.option("--section", help="Print one section: a number 1-8 or a name "
                                 "(hierarchy, standard, online-softmax, tiling, lower-bound, "
-                                "backward, exercises).")
+                                "backward, exercises, decode).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Write the lesson as one offline HTML page with interactive figures.")
 @click.option("--force", is_flag=True, help="Overwrite the --html file if it exists.")
