@@ -14,9 +14,9 @@ def f():
 def test_decode_intensity_is_about_the_group_size_in_fp16(f):
     for r in f["rows"]:
         assert r["closed_form_intensity"] == r["group"]           # 2g / 2 bytes
-        # Q, O and the fp32 split partials add traffic beyond the KV cache: at g = 16 (2 KV
-        # heads, 33.6 MB of cache) the 14+ splits' partials are ~6% of it; within 10% of g
-        assert r["group"] * 0.9 <= r["intensity"] <= r["group"]
+        # Q, O and the fp32 split partials (written and read back) add traffic beyond the KV
+        # cache: at g = 16 (2 KV heads, 33.6 MB of cache, ~60 splits) ~12% of it
+        assert r["group"] * 0.85 <= r["intensity"] <= r["group"]
 
 
 def test_useful_flops_are_4_d_per_pair(f):

@@ -52,16 +52,19 @@ c ≤ t + L_b − seq_q. Tile m covers tokens t0 = ⌊m·bq / g⌋ … t1 = ⌊(
 blocks past t1's last key are skipped, blocks past t0's are masked (as common.kv_segments).
 
 Paged KV (`page_size`) is applied to this schedule as to every algorithm's: see kvcache.py.
-Tile sizes: block_q = the packed rows R rounded up to 16 (the MMA tile's M), at most 64
-(FlashAttention-2's split-KV kBlockM); 4 warps, 2 stages; block_kv 256 for d ≤ 64, 128 for
-d ≤ 128, else 64 (FlashAttention-2's split-KV kernel traits, flash_fwd_launch_template.h).
-With block_q < 64 the 4 warps cannot each own 16 rows: they split the KV tile's columns, keep
-their own (m, l, O) and merge them once at the end of the CTA: an `Alu merge warps` of
-3 · (4·16/block_q − 1) · block_q · d before `Alu normalize` (R = 4 → block_q 16: executed MMA
-work 4× the useful instead of FlashAttention-2's 16×).
+Tile sizes (the decode kernel's traits, iosim/kernels/cuda/decode.cu): block_q 16 when
+R ≤ 16, else 32 (n_m tiles of 32 rows); block_kv 64 at d = 128 (128 at d ≤ 64, 32 above);
+3 stages (two K/V tiles in flight while one is used); 4 warps. At d = 128, fp16: 4 KiB of Q +
+3 × 32 KiB of K/V = 100 KiB of shared memory, two CTAs per H100/H200 SM, so the split
+heuristic's slots are 2 × SMs (FlashAttention-2 also passes 2 × SMs). Every warp holds all
+block_q rows and the warps split each tile's keys, keeping their own (m, l, O): after the
+block loop, `Alu merge warps` of 3 · (warps − 1) · block_q · d merges them, then
+`Alu normalize`. Executed MMA work is block_q / R × the useful (4× for R = 4), not the 128× of
+FA-2's one-row-per-query-head tiles.
 
 Cascade (`flash-decoding-cascade`, with prefix_len > 0): kernel `fd_prefix` first, grid
-(S_p, heads_kv · n_mp, groups): the packed rows of per_group = ⌊64 / R⌋ requests (or, when
+(S_p, heads_kv · n_mp, groups), tiling 64 × block_kv, 3 stages, 4 warps each owning 16 rows
+(FA-2 style, no warp merge): the packed rows of per_group = ⌊64 / R⌋ requests (or, when
 R > 32, tile m of one request) form one 64-row Q tile; the CTA loads Q of each member request
 (b, hk, m) (rows_m each), then the prefix blocks of its chunk (K_prefix, V_prefix at (hk, j)),
 and stores per member request Store O_prefix (b, hk, m, k) rows_m × d fp32 and ML_prefix
@@ -86,40 +89,48 @@ MAX_SPLITS = 128         # FlashAttention-2's cap (flash_api.cpp)
 FILL_FRACTION = 0.8      # no split when the tiles already fill 80% of the CTA slots (same source)
 EFFICIENCY_FRACTION = 0.85   # smallest S within 85% of the best wave efficiency (same source)
 COMBINE_REGISTERS = 64   # combine: fp32 accumulator row slice plus addresses
-MAX_BLOCK_Q = 64         # FlashAttention-2's split-KV kBlockM (flash_fwd_launch_template.h)
+SPLIT_STAGES = 3         # K/V tiles in flight per CTA: 2 ahead of the one in use (decode kernel)
+PREFIX_BLOCK_Q = 64      # cascade prefix tile: FlashAttention-2's split-KV kBlockM, warps own rows
 
 
 def default_block_kv(d: int) -> int:
-    return 256 if d <= 64 else (128 if d <= 128 else 64)
+    """64 keys per tile at d = 128 (128 at d ≤ 64, 32 above): the decode kernel's traits."""
+    return 128 if d <= 64 else (64 if d <= 128 else 32)
 
 
 def default_block_q(rows: int) -> int:
-    """The packed rows rounded up to the 16-row MMA tile, at most 64."""
-    return min(MAX_BLOCK_Q, 16 * ceil_div(rows, 16))
+    """16 packed rows (one MMA row tile) if they suffice, else 32 (more tiles of 32 rows)."""
+    return 16 if rows <= 16 else 32
 
 
 def candidates(d: int, bq: int) -> tuple:
     bc = default_block_kv(d)
-    return (Tiling(bq, bc, 2, 4), Tiling(bq, max(32, bc // 2), 2, 4), Tiling(bq, 32, 1, 4),
-            Tiling(16, 32, 1, 4))
+    return (Tiling(bq, bc, SPLIT_STAGES, 4), Tiling(bq, bc, 2, 4), Tiling(bq, 32, 2, 4),
+            Tiling(16, 32, 2, 4))
+
+
+def prefix_candidates(d: int) -> tuple:
+    bc = default_block_kv(d)
+    return (Tiling(PREFIX_BLOCK_Q, bc, SPLIT_STAGES, 4), Tiling(PREFIX_BLOCK_Q, bc, 2, 4),
+            Tiling(PREFIX_BLOCK_Q, 32, 2, 4))
 
 
 def warp_merge_ops(t: Tiling, d: int) -> int:
-    """With fewer than 16 rows per warp the warps split the KV tile's columns: each keeps its
-    own (m, l, O) and they are merged once at the end (3 ops per O element per extra warp)."""
-    column_groups = max(1, t.warps * 16 // t.block_q)
-    return 3 * (column_groups - 1) * t.block_q * d
+    """The split kernel's warps split each K/V tile's keys (each warp holds all block_q rows),
+    keep their own (m, l, O) and merge them once at the end through shared memory: 3 ops per
+    O element per warp beyond the first."""
+    return 3 * (t.warps - 1) * t.block_q * d
 
 
 def tiling(problem, gpu, prefix: bool = False, **overrides) -> Tiling:
     d, eb = problem.head_dim, problem.elem_bytes
     rows = problem.seq_q * problem.group_size
-    bq = MAX_BLOCK_Q if prefix else default_block_q(rows)
+    cands = prefix_candidates(d) if prefix else candidates(d, default_block_q(rows))
 
     def fits(t: Tiling):
         check_fits(gpu, f"flash-decoding tiling {t.describe()} at d={d}",
                    fwd_smem_bytes(t, d, eb), fwd_registers(t, d), t.threads)
-    return pick_tiling(candidates(d, bq), fits, overrides)
+    return pick_tiling(cands, fits, overrides)
 
 
 def num_splits_heuristic(tiles: int, slots: int, n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
@@ -383,8 +394,6 @@ def prefix_program(problem, t: Tiling, pp: PrefixPlan, grp: int, hk: int, m: int
         prog += loop("j", seg.start, seg.stop,
                      block_body(problem, t, "K_prefix", "V_prefix", (hk, "j"), rows_kv,
                                 seg.ragged))
-    merge = warp_merge_ops(t, d)
-    prog += [Alu("merge warps", merge)] if merge else []
     prog.append(Alu("normalize", t.block_q * d))
     for b, mm, r in slices:
         prog += [Store("O_prefix", (b, hk, mm, k), r, d, r * d * PARTIAL_BYTES),
