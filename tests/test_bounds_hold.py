@@ -79,3 +79,24 @@ def test_shared_prefix_is_in_the_floor_once():
     p = AttentionProblem(batch=4, heads_q=8, heads_kv=8, seq_q=1, seq_kv=3000, prefix_len=2000)
     kv = 2 * 8 * (2000 + 4 * 1000) * 128 * 2
     assert necessary_bytes(p)["read_bytes"] == kv + 4 * 8 * 128 * 2
+
+
+kv_problems = st.builds(
+    lambda b, hkv, g, s, lens, pre, page, layout: AttentionProblem(
+        batch=b, heads_q=hkv * g, heads_kv=hkv, seq_q=s, seq_kv_list=tuple(lens[:b]),
+        prefix_len=min(pre, min(lens[:b])), page_size=page, page_layout=layout),
+    st.integers(1, 4), st.integers(1, 2), st.sampled_from([1, 4, 8]), st.integers(1, 4),
+    st.lists(st.integers(64, 3000), min_size=4, max_size=4), st.sampled_from([0, 16, 700]),
+    st.sampled_from([None, 16, 64]), st.sampled_from(["contiguous", "shuffled", "fragmented"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(kv_problems, srams, st.sampled_from(["flash-decoding", "flash-decoding-cascade"]))
+def test_kv_cache_schedules_are_at_or_above_the_bound(p, sram, algorithm):
+    gpu = gpu_with_sram(sram)
+    try:
+        s = build_schedule(p, gpu, algorithm)
+    except IosimError:
+        assume(False)
+    t = s.totals()
+    assert t.bytes_loaded + t.bytes_stored >= io_bounds(p, sram).lower_bound_bytes
