@@ -170,11 +170,17 @@ class Launcher:
 
     # flash-decoding: split-KV kernel + combine (iosim/kernels/decode.py launches both)
     def k_fd_split(self, kernel, T):
-        from .decode import DecodeLaunch, run_decode, schedule_inputs
+        from .decode import DecodeLaunch, make_runner, run_decode, schedule_inputs
         launch = DecodeLaunch.from_schedule(self.schedule)
         if "seqlens" not in T:
             T.update(schedule_inputs(self.problem, T))
-        self.traces += run_decode(launch, T, trace=self.trace)
+        if self.trace:
+            self.traces += run_decode(launch, T, trace=True)
+            return
+        runners = self.__dict__.setdefault("_fd_runners", {})   # per input set: args built once
+        if id(T) not in runners:
+            runners[id(T)] = (T, make_runner(launch, T))
+        runners[id(T)][1]()
 
     def k_fd_combine(self, kernel, T):
         """Launched by k_fd_split right after the split kernel."""

@@ -8,8 +8,8 @@
 //   n_m tiles of BQ = 16 * MT rows; tile m has rows_m = min(BQ, R - m * BQ) valid rows.
 //   The request's KV blocks of BKV keys (a shared prefix's blocks first, then its own) are cut
 //   into chunks of `per` blocks; CTA k reads blocks [k * per, (k + 1) * per) of the list (maybe
-//   none). K/V tiles stream through a STAGES-deep ring filled by 16-byte cp.async (block j +
-//   STAGES - 1 in flight while block j is computed). The CTA's warps split each tile's keys
+//   none). K/V tiles stream through a STAGES-deep ring filled by 16-byte cp.async: block
+//   j + STAGES - 1 is issued before block j is awaited, so STAGES blocks are in flight. The CTA's warps split each tile's keys
 //   (warp w: keys [w * KPW, (w + 1) * KPW), KPW = BKV / WARPS), each keeping its own online
 //   softmax (m, l, O in fp32 registers) for all BQ rows; the warps are merged in shared memory
 //   at the end (the combine's equations). splits == 1: O (16-bit) and LSE written directly;
@@ -59,15 +59,15 @@ __device__ __forceinline__ int ldg_i32(const int* p) {
     asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p));
     return v;
 }
-__device__ __forceinline__ f4 ldg_f4(const float* p) {
+__device__ __forceinline__ f4 ldg_f4(const float* p) {   // not volatile: may be hoisted
     f4 v;
-    asm volatile("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];"
+    asm("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }
 __device__ __forceinline__ f2 ldg_f2(const float* p) {
     f2 v;
-    asm volatile("ld.global.nc.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    asm("ld.global.nc.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
     return v;
 }
 
@@ -207,10 +207,14 @@ fd_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __rest
     }
 
     for (int g = g0; g < g1; ++g) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();                          // block g landed; the buffer of g-1 is free
+        // Refill first, then wait: block g+STAGES-1 goes into the buffer of block g-1 as soon
+        // as every warp is done with it, so STAGES blocks are in flight while block g is
+        // awaited (not STAGES-1): more bytes in flight per SM, which is what a stream needs.
+        __syncthreads();                          // every warp finished block g-1
         if (g + STAGES - 1 < g1) issue(g + STAGES - 1);
         cp_async_commit();
+        cp_async_wait<STAGES - 1>();              // block g landed (this thread's copies)
+        __syncthreads();                          // ... and every thread's
         if (g == g0) {                            // Q fragments, once, into registers
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -418,12 +422,19 @@ fd_combine(const float* __restrict__ Opart, const float* __restrict__ MLpart, u1
         for (int kk = 0; kk < splits; ++kk) mm = fmaxf(mm, ml[2 * (kk * BQ + row)]);
         const float mu = mm == -IOSIM_INF ? 0.f : mm;
         float L = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-        for (int kk = 0; kk < splits; ++kk) {
-            const float w = __expf(ml[2 * (kk * BQ + row)] - mu) * ml[2 * (kk * BQ + row) + 1];
-            const f4 v = ldg_f4(Opart + ((tile0 + kk) * BQ + row) * D + col);
-            L += w;
-            acc[0] += w * v.x; acc[1] += w * v.y; acc[2] += w * v.z; acc[3] += w * v.w;
+        for (int k0 = 0; k0 < splits; k0 += 8) {   // 8 splits' loads in flight at once
+            f4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u)
+                if (k0 + u < splits) v[u] = ldg_f4(Opart + ((tile0 + k0 + u) * BQ + row) * D + col);
+#pragma unroll
+            for (int u = 0; u < 8; ++u)
+                if (k0 + u < splits) {
+                    const int kk = k0 + u;
+                    const float w = __expf(ml[2 * (kk * BQ + row)] - mu) * ml[2 * (kk * BQ + row) + 1];
+                    L += w;
+                    acc[0] += w * v[u].x; acc[1] += w * v[u].y; acc[2] += w * v[u].z; acc[3] += w * v[u].w;
+                }
         }
         const float inv = L > 0.f ? 1.f / L : 0.f;
         const int rr = m * BQ + row;
