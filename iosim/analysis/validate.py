@@ -41,7 +41,8 @@ BUDGETS = {  # issue #5's error budgets
     "external": {"time_mape": 0.15},
 }
 PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype",
-                "causal", "direction")
+                "causal", "direction",
+                "seq_kv_list", "prefix_len", "page_size", "page_layout")   # KV cache: decode rows
 
 
 @dataclass

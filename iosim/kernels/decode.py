@@ -21,7 +21,7 @@ Layouts (see cuda/decode.cu):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -375,7 +375,3 @@ def schedule_inputs(problem, T: dict) -> dict:
         out[name] = pool
     out["block_table"] = cp.asarray(bt)
     return out
-
-
-def with_splits(launch: DecodeLaunch, splits: int) -> DecodeLaunch:
-    return replace(launch, splits=splits)
