@@ -100,3 +100,16 @@ def test_kv_cache_schedules_are_at_or_above_the_bound(p, sram, algorithm):
         assume(False)
     t = s.totals()
     assert t.bytes_loaded + t.bytes_stored >= io_bounds(p, sram).lower_bound_bytes
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems.map(lambda p: p.with_(direction="fwd+bwd")), srams, st.sampled_from(ALGORITHMS))
+def test_training_traffic_is_at_least_the_forward_bound(p, sram, algorithm):
+    # bound_ratio of a backward or fwd+bwd run divides by the forward bound: the backward pass
+    # re-reads Q, K, V, O and recomputes every attended pair, so it can only add traffic
+    try:
+        s = build_schedule(p, gpu_with_sram(sram), algorithm)
+    except IosimError:          # forward-only schedules, or no tiling fits this SRAM
+        assume(False)
+    t = s.totals()
+    assert t.bytes_loaded + t.bytes_stored >= io_bounds(p, sram).lower_bound_bytes
