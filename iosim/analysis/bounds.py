@@ -81,7 +81,8 @@ def necessary_bytes(problem) -> dict:
 def attention_regime(floor_bytes: int, theta_bytes: float, d: int, M_elements: int) -> str:
     if floor_bytes >= theta_bytes:
         return ("memory floor: reading the needed inputs once and writing O once exceeds the "
-                "Θ term (decode and short queries: few (query, key) pairs per byte of KV)")
+                "Θ term (few (query, key) pairs per byte moved: decode, short queries, "
+                "large SRAM)")
     return saha_ye_regime(d, M_elements)
 
 
