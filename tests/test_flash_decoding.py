@@ -107,13 +107,14 @@ def test_split_heuristic_follows_flash_attention(tiles, slots, blocks, want):
 
 
 def test_default_splits_fill_the_gpu_for_a_single_long_sequence():
-    # B1 H32 KV8, 65,536 keys on H100: 8 tiles of 16 rows, 1,024 blocks of 64 keys, 100 KiB
-    # of smem per CTA → 2 CTAs/SM, 264 slots. Efficiency S/33 for S ≤ 33; the best eligible
-    # S reach 0.9697 (S = 32, 64, 128; 33, 66, 99 are ineligible), so the first eligible S
-    # with S/33 ≥ 0.85 × 0.9697 is 28 (⌈1024/28⌉ = 37 ≠ ⌈1024/27⌉ = 38), 37 blocks each
+    # B1 H32 KV8, 65,536 keys on H100: 8 tiles of 16 rows, 512 blocks of 128 keys, 132 KiB
+    # of smem per CTA → 1 CTA/SM, 132 slots. Efficiency 8S/132 for S ≤ 16; the best eligible
+    # S reach 0.9697 (S = 16, 32, 64, 128; 33, 66, 99 would fill the slots but are
+    # ineligible), so the first eligible S with 8S/132 ≥ 0.85 × 0.9697 is 14
+    # (⌈512/14⌉ = 37 ≠ ⌈512/13⌉ = 40), 37 blocks each
     p = AttentionProblem(heads_q=32, heads_kv=8, seq_q=1, seq_kv=65536)
     s = build_schedule(p, H100, "flash-decoding")
-    assert s.kernels[0].launch.grid == (28, 8, 1)
+    assert s.kernels[0].launch.grid == (14, 8, 1)
 
 
 def test_combine_equations_reproduce_the_softmax_in_float64():

@@ -115,7 +115,7 @@ BASE = ["run", "--algo", "flash-decoding", "--heads", "8", "--kv-heads", "2", "-
     (["--seq-kv", "4096", "--page-size", "48"], "page-size must be a power of two"),
     (["--seq-kv", "4096", "--page-size", "8192"], "larger than the KV length"),
     (["--seq-kv", "4096", "--splits", "0"], "splits must be a positive integer"),
-    (["--seq-kv", "4096", "--splits", "65"], "more than the 64 KV blocks"),
+    (["--seq-kv", "4096", "--splits", "33"], "more than the 32 KV blocks"),
     (["--seq-kv", "4096", "--prefix-len", "5000"], "longer than the KV length"),
     (["--batch", "3", "--seq-kv-list", "100,200"], "2 length(s) but batch is 3"),
     (["--batch", "2", "--seq-kv-list", "100,x"], "comma-separated integers"),
@@ -134,7 +134,7 @@ def test_paged_run_reports_the_page_split():
     import json
     d = json.loads(r.output)
     assert d["problem"]["page_size"] == 16
-    assert any("each 64-row K/V tile loaded as 4 page loads" in n for n in d["notes"])
+    assert any("each 128-row K/V tile loaded as 8 page loads" in n for n in d["notes"])
 
 
 @pytest.mark.parametrize("name,group,batch", [("llama3-8b-decode-128k", 4, 1),

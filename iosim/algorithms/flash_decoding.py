@@ -52,18 +52,21 @@ c ≤ t + L_b − seq_q. Tile m covers tokens t0 = ⌊m·bq / g⌋ … t1 = ⌊(
 blocks past t1's last key are skipped, blocks past t0's are masked (as common.kv_segments).
 
 Paged KV (`page_size`) is applied to this schedule as to every algorithm's: see kvcache.py.
-Tile sizes (the decode kernel's traits, iosim/kernels/cuda/decode.cu): block_q 16 when
-R ≤ 16, else 32 (n_m tiles of 32 rows); block_kv 64 at d = 128 (128 at d ≤ 64, 32 above);
-3 stages (two K/V tiles in flight while one is used); 4 warps. At d = 128, fp16: 4 KiB of Q +
-3 × 32 KiB of K/V = 100 KiB of shared memory, two CTAs per H100/H200 SM, so the split
-heuristic's slots are 2 × SMs (FlashAttention-2 also passes 2 × SMs). Every warp holds all
+Tile sizes: block_q 16 when R ≤ 16, else 32 (n_m tiles of 32 rows: the decode kernel holds
+all of a tile's rows in every warp, and 64 rows would need 256 fp32 accumulator registers per
+thread at d = 128); block_kv 128 at d = 128 (256 at d ≤ 64, 64 above) and 2 stages, as
+FlashAttention-2's split-KV kernel traits (flash_fwd_launch_template.h); 4 warps. On the H200
+the project's decode kernel ran faster at 128 × 2 stages than at 64 × 3 stages in all 14
+contiguous rows (benchmarks/results/decode_vs_torch_h200.txt). At d = 128, fp16: 4 KiB of Q +
+2 × 64 KiB of K/V = 132 KiB of shared memory, one CTA per H100/H200 SM, so the split
+heuristic's slots are the SMs (occupancy × SMs). Every warp holds all
 block_q rows and the warps split each tile's keys, keeping their own (m, l, O): after the
 block loop, `Alu merge warps` of 3 · (warps − 1) · block_q · d merges them, then
 `Alu normalize`. Executed MMA work is block_q / R × the useful (4× for R = 4), not the 128× of
 FA-2's one-row-per-query-head tiles.
 
 Cascade (`flash-decoding-cascade`, with prefix_len > 0): kernel `fd_prefix` first, grid
-(S_p, heads_kv · n_mp, groups), tiling 64 × block_kv, 3 stages, 4 warps each owning 16 rows
+(S_p, heads_kv · n_mp, groups), tiling 64 × block_kv, 2 stages, 4 warps each owning 16 rows
 (FA-2 style, no warp merge): the packed rows of per_group = ⌊64 / R⌋ requests (or, when
 R > 32, tile m of one request) form one 64-row Q tile; the CTA loads Q of each member request
 (b, hk, m) (rows_m each), then the prefix blocks of its chunk (K_prefix, V_prefix at (hk, j)),
@@ -89,13 +92,14 @@ MAX_SPLITS = 128         # FlashAttention-2's cap (flash_api.cpp)
 FILL_FRACTION = 0.8      # no split when the tiles already fill 80% of the CTA slots (same source)
 EFFICIENCY_FRACTION = 0.85   # smallest S within 85% of the best wave efficiency (same source)
 COMBINE_REGISTERS = 64   # combine: fp32 accumulator row slice plus addresses
-SPLIT_STAGES = 3         # K/V tiles in flight per CTA: 2 ahead of the one in use (decode kernel)
+SPLIT_STAGES = 2         # K/V tile buffers per CTA (FA-2's traits; see the module docstring)
 PREFIX_BLOCK_Q = 64      # cascade prefix tile: FlashAttention-2's split-KV kBlockM, warps own rows
 
 
 def default_block_kv(d: int) -> int:
-    """64 keys per tile at d = 128 (128 at d ≤ 64, 32 above): the decode kernel's traits."""
-    return 128 if d <= 64 else (64 if d <= 128 else 32)
+    """128 keys per tile at d = 128 (256 at d ≤ 64, 64 above): FlashAttention-2's split-KV
+    kernel traits, and the faster of the two tilings measured for the decode kernel."""
+    return 256 if d <= 64 else (128 if d <= 128 else 64)
 
 
 def default_block_q(rows: int) -> int:
