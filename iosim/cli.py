@@ -93,6 +93,8 @@ def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **
             raise IosimError("--timeline needs the simulator (--model sim)")
     r = resolve(kw)
     name = pick_algorithm(algorithm, r.scenario)
+    if r.tiling.get("splits") is not None and not name.startswith("flash-decoding"):
+        raise IosimError(f"--splits applies to flash-decoding, not {name}")
     a = analyze(r.problem, r.gpu, name, model=model, sim_mode=sim_mode,
                 l2_samples=l2_samples, **r.tiling)
     say_warnings(r.problem)                           # only once the input is accepted

@@ -112,7 +112,7 @@ class ScenarioFile(ProblemFields, TilingFields):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data):
-        from .algorithms import TILING_KEYS
+        from .options import TILING_KEYS
         from .problem import PROBLEM_KEYS
         if isinstance(data, dict):
             known = set(cls.model_fields) | set(PROBLEM_KEYS) | set(TILING_KEYS)

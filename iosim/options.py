@@ -16,11 +16,13 @@ from pathlib import Path
 
 import click
 
-from .algorithms import ALGORITHMS, TILING_KEYS
+from .algorithms import ALGORITHMS, DECODE_KEYS
+from .algorithms import TILING_KEYS as PASS_TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
 from .limits import MAX_SEQ, MAX_SIM_CTAS
-from .problem import DIRECTIONS, DTYPE_BYTES, PROBLEM_DEFAULTS, PROBLEM_KEYS, AttentionProblem
+from .problem import (DIRECTIONS, DTYPE_BYTES, PAGE_LAYOUTS, PROBLEM_DEFAULTS, PROBLEM_KEYS,
+                      AttentionProblem)
 
 DEFAULT_GPU = "h100"
 DEFAULT_ALGORITHM = "fa2"
@@ -30,11 +32,23 @@ MAX_SEQ_POINTS = 64              # values in one --seq list of `report`/`sweep`
 SEQ = click.IntRange(1, MAX_SEQ)
 POSITIVE = click.IntRange(min=1)
 # the API's short keywords, as the CLI spells them (seq=, heads=, kv_heads=)
+# schedule overrides a user may give: per-pass tiling (also as bwd_*) and flash-decoding's splits
+TILING_KEYS = PASS_TILING_KEYS + DECODE_KEYS
 API_ALIASES = {"seq": "seq_q", "heads": "heads_q", "kv_heads": "heads_kv"}
 
 
 def option(*decls, **kw) -> tuple:
     return decls, kw
+
+
+def _int_list(ctx, param, value):
+    """'4096,512,77' -> (4096, 512, 77); a bad item is a one-line usage error."""
+    if value is None:
+        return None
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"must be comma-separated integers, got {value!r}") from None
 
 
 def _warps(ctx, param, value):
@@ -70,6 +84,16 @@ PROBLEM_OPTIONS = {
     "causal": option("--causal/--no-causal", default=None,
                      help="Causal mask, bottom-right aligned when seq-kv ≠ seq [no]."),
     "direction": option("--direction", type=click.Choice(list(DIRECTIONS)), help="[fwd]"),
+    # KV cache (decode and serving: iosim/algorithms/kvcache.py, flash_decoding.py)
+    "seq_kv_list": option("--seq-kv-list", "seq_kv_list", callback=_int_list,
+                          help="Per-request KV lengths, comma-separated, one per batch entry "
+                               "(continuous batching; flash-decoding)."),
+    "prefix_len": option("--prefix-len", "prefix_len", type=click.IntRange(min=0),
+                         help="Prompt prefix shared by every request, its KV stored once [0]."),
+    "page_size": option("--page-size", "page_size", type=POSITIVE,
+                        help="Paged KV: tokens per page, a power of two [not paged]."),
+    "page_layout": option("--page-layout", "page_layout", type=click.Choice(list(PAGE_LAYOUTS)),
+                          help="How the block table places pages [contiguous]."),
 }
 
 TILING_OPTIONS = {
@@ -78,6 +102,8 @@ TILING_OPTIONS = {
     "stages": option("--stages", type=POSITIVE, help="Override the pipeline depth."),
     "warps": option("--warps", type=POSITIVE, callback=_warps,
                     help=f"Override warps per CTA: a multiple of {WARPGROUP}, at most {MAX_WARPS}."),
+    "splits": option("--splits", type=POSITIVE,
+                     help="flash-decoding: KV splits [FlashAttention-2's num_splits heuristic]."),
 }
 
 MODEL_OPTIONS = {
@@ -164,7 +190,7 @@ def problem_from_kwargs(kwargs: dict) -> tuple[AttentionProblem, dict]:
     fields, tiling = {}, {}
     for k, v in kwargs.items():
         k = API_ALIASES.get(k, k)
-        if k in TILING_KEYS or (k.startswith("bwd_") and k[4:] in TILING_KEYS):
+        if k in TILING_KEYS or (k.startswith("bwd_") and k[4:] in PASS_TILING_KEYS):
             tiling[k] = v
         elif k in PROBLEM_KEYS:
             fields[k] = v

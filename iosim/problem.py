@@ -11,6 +11,7 @@ DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
 SUPPORTED_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 OPTION_NAMES = {"heads_q": "heads", "heads_kv": "kv-heads", "seq_q": "seq", "seq_kv": "seq-kv",
                 "head_dim": "head-dim", "batch": "batch"}
+PAGE_LAYOUTS = ("contiguous", "shuffled", "fragmented")   # see iosim/algorithms/kvcache.py
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,19 @@ class AttentionProblem:
     dtype: str = "fp16"
     causal: bool = False
     direction: str = "fwd"
+    # KV cache (decode/serving; iosim/algorithms/kvcache.py): per-request KV lengths, a prompt
+    # prefix shared by every request (its KV stored once), and paging through a block table
+    seq_kv_list: tuple | None = None
+    prefix_len: int = 0
+    page_size: int | None = None
+    page_layout: str = "contiguous"
 
     def __post_init__(self):
+        if self.seq_kv_list is not None:
+            object.__setattr__(self, "seq_kv_list", tuple(self.seq_kv_list))
+            if self.seq_kv is None and self.seq_kv_list and all(
+                    isinstance(v, int) and v > 0 for v in self.seq_kv_list):
+                object.__setattr__(self, "seq_kv", max(self.seq_kv_list))
         if self.heads_kv is None:
             object.__setattr__(self, "heads_kv", self.heads_q)
         if self.seq_kv is None:
@@ -59,6 +71,41 @@ class AttentionProblem:
             raise IosimError(f"causal must be true or false, got {self.causal!r}")
         if not isinstance(self.direction, str) or self.direction not in DIRECTIONS:
             raise IosimError(f"unknown direction {self.direction!r}; choose one of: {', '.join(DIRECTIONS)}")
+        self._check_kv_cache()
+
+    def _check_kv_cache(self):
+        lens = self.seq_kv_list
+        if lens is not None:
+            if len(lens) != self.batch:
+                raise IosimError(f"seq-kv-list has {len(lens)} length(s) but batch is {self.batch}")
+            if any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 for v in lens):
+                raise IosimError(f"seq-kv-list must hold positive integers, got {list(lens)!r}")
+            if max(lens) != self.seq_kv:
+                raise IosimError(f"seq-kv ({self.seq_kv}) must equal the longest of seq-kv-list "
+                                 f"({max(lens)})")
+        if not isinstance(self.prefix_len, int) or isinstance(self.prefix_len, bool) \
+                or self.prefix_len < 0:
+            raise IosimError(f"prefix-len must be a non-negative integer, got {self.prefix_len!r}")
+        if self.prefix_len > min(self.kv_lengths):
+            raise IosimError(f"prefix-len {self.prefix_len} is longer than the KV length "
+                             f"{min(self.kv_lengths)}")
+        if self.prefix_len and self.causal and self.seq_q > 1:
+            raise IosimError("prefix-len with causal multi-token queries is not modelled; "
+                             "use --no-causal or --seq 1")
+        ps = self.page_size
+        if ps is not None:
+            if not isinstance(ps, int) or isinstance(ps, bool) or ps <= 0 or ps & (ps - 1):
+                raise IosimError(f"page-size must be a power of two, got {ps!r}")
+            if ps > self.seq_kv:
+                raise IosimError(f"page-size {ps} is larger than the KV length {self.seq_kv}")
+        if self.page_layout not in PAGE_LAYOUTS:
+            raise IosimError(f"unknown page layout {self.page_layout!r}; choose one of: "
+                             f"{', '.join(PAGE_LAYOUTS)}")
+
+    @property
+    def kv_lengths(self) -> tuple:
+        """KV length of every request of the batch (all seq_kv unless seq_kv_list is given)."""
+        return self.seq_kv_list if self.seq_kv_list is not None else (self.seq_kv,) * self.batch
 
     def check_modelled(self) -> None:
         """Refuse what a user may ask for but the project has no kernel of: an fp8 backward
@@ -93,15 +140,30 @@ class AttentionProblem:
     def q_bytes(self) -> int:
         return self.batch * self.heads_q * self.seq_q * self.head_dim * self.elem_bytes
 
+    def kv_tokens_stored(self) -> int:
+        """KV positions held in memory per KV head: every request's own tokens, plus the shared
+        prefix once."""
+        return sum(self.kv_lengths) - (self.batch - 1) * self.prefix_len
+
     def kv_bytes(self) -> int:
-        """Bytes of K plus V."""
-        return 2 * self.batch * self.heads_kv * self.seq_kv * self.head_dim * self.elem_bytes
+        """Bytes of K plus V (a shared prefix counted once)."""
+        return 2 * self.heads_kv * self.kv_tokens_stored() * self.head_dim * self.elem_bytes
 
     def o_bytes(self) -> int:
         return self.q_bytes()
 
-    def attended_pairs(self) -> int:
-        """(query, key) pairs that are not masked, per head."""
+    def attended_pairs_total(self) -> int:
+        """(query, key) pairs that are not masked, summed over the batch, per query head."""
+        if self.seq_kv_list is None:
+            return self.batch * self.attended_pairs()
+        return sum(self.with_(seq_kv=n, seq_kv_list=None, batch=1, prefix_len=0,
+                              page_size=None).attended_pairs() for n in self.seq_kv_list)
+
+    def attended_pairs(self, seq_kv: int | None = None) -> int:
+        """(query, key) pairs that are not masked, per head (of a request with seq_kv keys)."""
+        if seq_kv is not None and seq_kv != self.seq_kv:
+            return self.with_(seq_kv=seq_kv, seq_kv_list=None, page_size=None,
+                              prefix_len=0).attended_pairs()
         if not self.causal:
             return self.seq_q * self.seq_kv
         off = self.causal_offset
@@ -118,7 +180,7 @@ class AttentionProblem:
 
     def useful_flops_fwd(self) -> int:
         """Matmul FLOPs of the forward pass on unmasked pairs: 2 GEMMs × 2·d per pair."""
-        return 4 * self.head_dim * self.attended_pairs() * self.batch * self.heads_q
+        return 4 * self.head_dim * self.attended_pairs_total() * self.heads_q
 
     def useful_flops(self) -> int:
         fwd = self.useful_flops_fwd()
@@ -128,17 +190,35 @@ class AttentionProblem:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field; the KV-cache fields only when they differ from their defaults (so a
+        plain problem's JSON is unchanged)."""
+        d = asdict(self)
+        for key, default in (("seq_kv_list", None), ("prefix_len", 0), ("page_size", None),
+                             ("page_layout", "contiguous")):
+            if d[key] == default:
+                del d[key]
+            elif isinstance(d[key], tuple):
+                d[key] = list(d[key])
+        return d
 
     def describe(self) -> str:
         gqa = f", kv-heads {self.heads_kv}" if self.heads_kv != self.heads_q else ""
         seq = f"{self.seq_q}" if self.seq_q == self.seq_kv else f"{self.seq_q}×{self.seq_kv}"
+        if self.seq_kv_list is not None:
+            seq = f"{self.seq_q}×[{','.join(map(str, self.seq_kv_list))}]"
+        kv = ""
+        if self.prefix_len:
+            kv += f", shared prefix {self.prefix_len}"
+        if self.page_size:
+            kv += f", pages of {self.page_size} ({self.page_layout})"
         return (f"batch {self.batch}, heads {self.heads_q}{gqa}, seq {seq}, d {self.head_dim}, "
-                f"{self.dtype}, {'causal' if self.causal else 'non-causal'}, {self.direction}")
+                f"{self.dtype}, {'causal' if self.causal else 'non-causal'}, {self.direction}{kv}")
 
 
 # The problem vocabulary, defined once: field names as files and the API spell them, their
 # defaults, and the CLI option of each (options.py builds the click options from these).
 PROBLEM_KEYS = tuple(f.name for f in fields(AttentionProblem))
 PROBLEM_DEFAULTS = {f.name: f.default for f in fields(AttentionProblem)}
-OPTION_NAMES.update(dtype="dtype", causal="causal", direction="direction")
+OPTION_NAMES.update(dtype="dtype", causal="causal", direction="direction",
+                    seq_kv_list="seq-kv-list", prefix_len="prefix-len", page_size="page-size",
+                    page_layout="page-layout")

@@ -21,6 +21,8 @@ def schedule_of(trace: Trace):
         t = trace.tiling.get(pas)
         if t:
             over.update({key + k: t[k] for k in ("block_q", "block_kv", "stages", "warps")})
+            if pas == "fwd" and "splits" in t:     # flash-decoding traces record their splits
+                over["splits"] = t["splits"]
     return build_schedule(problem, "h200", trace.algorithm, **over)
 
 

@@ -6,8 +6,10 @@ from importlib import import_module
 from ..errors import IosimError
 from ..hardware import load_gpu
 
-ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square")
+ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square", "flash-decoding",
+              "flash-decoding-cascade")
 TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
+DECODE_KEYS = ("splits",)    # flash-decoding only (iosim/algorithms/flash_decoding.py)
 
 
 def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
@@ -18,10 +20,22 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
     """
     if algorithm not in ALGORITHMS:
         raise IosimError(f"unknown algorithm {algorithm!r}; choose from: {', '.join(ALGORITHMS)}")
+    decode = {k: overrides.pop(k) for k in DECODE_KEYS if k in overrides}
+    # other algorithms ignore splits (so `iosim compare` can pass it to all; `run` refuses it)
     unknown = set(overrides) - set(TILING_KEYS) - {"bwd_" + k for k in TILING_KEYS}
     if unknown:
         raise IosimError(f"unknown tiling option(s): {', '.join(sorted(unknown))}")
     fwd = {k: overrides.get(k) for k in TILING_KEYS}
     bwd = {k: overrides.get("bwd_" + k, overrides.get(k)) for k in TILING_KEYS}
-    module = import_module(f".{algorithm}", __name__)
-    return module.build(problem, load_gpu(gpu), fwd, bwd)
+    from .kvcache import check_supported, paginate
+    check_supported(problem, algorithm)
+    module = import_module(f".{algorithm.split('-cascade')[0].replace('-', '_')}", __name__)
+    if algorithm == "flash-decoding-cascade":
+        from . import flash_decoding
+        schedule = flash_decoding.build_cascade(problem, load_gpu(gpu), fwd, bwd,
+                                                decode.get("splits"))
+    elif algorithm == "flash-decoding":
+        schedule = module.build(problem, load_gpu(gpu), fwd, bwd, decode.get("splits"))
+    else:
+        schedule = module.build(problem, load_gpu(gpu), fwd, bwd)
+    return paginate(schedule) if problem.page_size else schedule

@@ -54,6 +54,7 @@ class Analysis:
     dram_read_bytes: int
     dram_write_bytes: int
     dram_source: str
+    notes: tuple = ()
 
     @property
     def achieved_tflops(self) -> float:
@@ -92,6 +93,8 @@ class Analysis:
             "bound_by": self.bound_by,
             "achieved_tflops": self.achieved_tflops,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.simulation is not None:
             out["simulation"] = self.simulation.to_dict()
         return out
@@ -177,8 +180,10 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     else:
         predicted = roof.roofline_time_s + gpu.launch_overhead_s * len(schedule.kernels)
         bound_by = roof.bound
+    from ..algorithms.flash_decoding import outside_design_note
+    notes = tuple(schedule.notes) + tuple(n for n in (outside_design_note(schedule),) if n)
     return Analysis(
-        algorithm=algorithm, gpu=gpu, problem=problem, schedule=schedule,
+        notes=notes, algorithm=algorithm, gpu=gpu, problem=problem, schedule=schedule,
         tiling=dict(schedule.tiling), kernels=summarize_kernels(schedule, gpu),
         counters=counters, bounds=bounds, roofline=roof, simulation=sim,
         model=model if sim is not None else "roofline", predicted_time_s=predicted,

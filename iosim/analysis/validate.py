@@ -41,6 +41,7 @@ BUDGETS = {  # issue #5's error budgets
                 "time_mape": 0.10, "time_max_abs_err": 0.20},
     "external": {"time_mape": 0.15},
 }
+TILING_COLUMNS = ("block_q", "block_kv", "stages", "warps")
 
 
 @dataclass
@@ -109,8 +110,8 @@ def _predict_one(job: tuple) -> dict:
     from ..algorithms import build_schedule
     from ..problem import AttentionProblem
     from ..sim import simulate
-    problem_kw, algorithm, gpu = job
-    schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm)
+    problem_kw, algorithm, gpu, tiling = job
+    schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm, **tiling)
     r = simulate(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
             "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
@@ -134,6 +135,21 @@ def _gpu_time_s(m: dict) -> float:
     return ncu if ncu is not None else float(m["time_s"])
 
 
+def measured_tiling(cfg: dict, m: dict) -> dict:
+    """The forward tiling a row was measured with (the CSV's block_q, block_kv, stages, warps),
+    so that the prediction is of the schedule that ran even after a generator's defaults
+    change (the decode rows were measured at 16×128, 2 stages, before the default became 64
+    keys × 3 stages). Forward rows only: the columns record the forward pass."""
+    if cfg.get("direction", "fwd") != "fwd":
+        return {}
+    out = {}
+    for key in TILING_COLUMNS:
+        v = _float(m.get(key))
+        if v is not None:
+            out[key] = int(v)
+    return out
+
+
 def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
     gpu = gpu or sweep.get("gpu", "h200-calibrated")
     if model != "sim":
@@ -144,8 +160,8 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
         if m is None or _float(m.get("time_s")) is None:
             continue
         todo.append((pos, cfg, m))
-    jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu)
-            for _pos, cfg, _m in todo]
+    jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu,
+             measured_tiling(cfg, m)) for _pos, cfg, m in todo]
     unique = list(dict.fromkeys(json.dumps(j, sort_keys=True) for j in jobs))
     n = _workers(len(unique))
     from ..progress import Progress

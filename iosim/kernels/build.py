@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 CUDA_DIR = Path(__file__).parent / "cuda"
-SOURCES = ("fa2_fwd.cu", "fa2_bwd.cu", "fa1_fwd.cu", "softmax.cu")
+SOURCES = ("fa2_fwd.cu", "fa2_bwd.cu", "fa1_fwd.cu", "softmax.cu", "decode.cu")
 STATIC_SMEM_LIMIT = 48 * 1024
 
 

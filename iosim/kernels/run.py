@@ -174,6 +174,23 @@ class Launcher:
         from . import hopper
         hopper.launch(self, kernel, T, self.fa3_variant or hopper.FULL)
 
+    # flash-decoding: split-KV kernel + combine (iosim/kernels/decode.py launches both)
+    def k_fd_split(self, kernel, T):
+        from .decode import DecodeLaunch, make_runner, run_decode, schedule_inputs
+        launch = DecodeLaunch.from_schedule(self.schedule)
+        if "seqlens" not in T:
+            T.update(schedule_inputs(self.problem, T))
+        if self.trace:
+            self.traces += run_decode(launch, T, trace=True)
+            return
+        runners = self.__dict__.setdefault("_fd_runners", {})   # per input set: args built once
+        if id(T) not in runners:
+            runners[id(T)] = (T, make_runner(launch, T))
+        runners[id(T)][1]()
+
+    def k_fd_combine(self, kernel, T):
+        """Launched by k_fd_split right after the split kernel."""
+
     # standard: cuBLAS GEMMs around the traced softmax kernel
     @staticmethod
     def _matmul(a, b):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 # must match the #defines in cuda/iosim_common.cuh
 TENSORS = ("Q", "K", "V", "O", "LSE", "dO", "D", "dQaccum", "dQ", "dK", "dV", "dK_expanded",
-           "dV_expanded", "S", "P", "m", "l")
+           "dV_expanded", "S", "P", "m", "l", "O_partial", "ML_partial", "K_prefix", "V_prefix")
 KINDS = {1: "load", 2: "store", 3: "store", 4: "mma", 5: "exp"}
 # compute-phase names per kernel, index = the id the .cu file records (its enum)
 NAMES = {
@@ -37,6 +37,8 @@ NAMES = {
     "fa1_fwd": ("S=QK^T", "exp", "PV"),
     "fa3_fwd": ("S=QK^T", "exp", "O+=PV"),
     "std_fwd_softmax": ("exp",),
+    "fd_split": ("S=QK^T", "exp", "O+=PV"),
+    "fd_combine": ("exp",),
 }
 TRACE_KINDS = ("load", "store", "mma", "exp")
 

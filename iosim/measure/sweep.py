@@ -39,9 +39,13 @@ def configs(path: Path | None = None) -> list:
     return out
 
 
+KV_CACHE_KEYS = ("seq_kv_list", "prefix_len", "page_size", "page_layout")   # decode rows
+
+
 def problem_of(c) -> AttentionProblem:
     return AttentionProblem(**{k: c[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv",
-                                                 "head_dim", "dtype", "causal", "direction")})
+                                                 "head_dim", "dtype", "causal", "direction")},
+                            **{k: c[k] for k in KV_CACHE_KEYS if k in c})
 
 
 def make_op(c, n_sets):

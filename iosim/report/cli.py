@@ -33,6 +33,9 @@ report_options = use(
     option("-o", "--output", type=click.Path(dir_okay=False), required=True,
            help="The HTML file to write."),
     option("--force", is_flag=True, help="Overwrite --output if it exists."),
+    option("--decode", is_flag=True,
+           help="Write the decode page instead: time vs KV length for fa2 and flash-decoding, "
+                "KV bytes vs GQA group and page size (iosim/report/decode.py)."),
     option("--progress/--no-progress", default=True, help="Progress bar on stderr [on]."),
     only=("batch", "heads_q", "heads_kv", "head_dim", "dtype", "causal", "direction",
           "block_q", "block_kv", "stages", "warps", "model", "sim_mode"))
@@ -105,18 +108,23 @@ def check_report_limits(r: dict, model: str, sim_mode: str, sim_max_ctas: int) -
                                + LIMITS_HELP)
 @report_options
 @click.pass_context
-def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, **kw):
+def report(ctx, output, force, progress, model, sim_mode, sim_max_ctas, decode=False, **kw):
     import time
 
     from .page import ReportSpec, build_report
     path = Path(output)
     check_output(output, force)
     r = resolve_report(kw)
-    check_report_limits(r, model, sim_mode, sim_max_ctas)
-    spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
-                      sim_max_ctas=sim_max_ctas, **r)
+    if not decode:
+        check_report_limits(r, model, sim_mode, sim_max_ctas)
     t0 = time.perf_counter()
-    text = build_report(spec, progress=progress)
+    if decode:
+        from .decode import build_decode_report
+        text = build_decode_report(r["problem"], r["gpu"], model, reproduce_command(ctx))
+    else:
+        spec = ReportSpec(model=model, sim_mode=sim_mode, command=reproduce_command(ctx),
+                          sim_max_ctas=sim_max_ctas, **r)
+        text = build_report(spec, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     click.echo(f"wrote {output} ({len(text.encode('utf-8')) / 1e6:.2f} MB, "

@@ -162,9 +162,14 @@ def _verdict(a):
                                        f"time + {n} launch{'es' if n > 1 else ''} × "
                                        f"{seconds(a.gpu.launch_overhead_s)}]"),
                     ("bound by", f"{a.bound_by}  [the largest time at datasheet peak]"),
-                    ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
+                    ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful"), *_notes(a)]
     return "", [("bound by", f"{a.bound_by}  [{why}]"),
-                ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful")]
+                ("achieved", f"{a.achieved_tflops:.1f} TFLOP/s useful"), *_notes(a)]
+
+
+def _notes(a) -> list:
+    """The schedule's notes (split-KV plan, paging, a prefill schedule on a decode problem)."""
+    return [("note", n) for n in getattr(a, "notes", ())]
 
 
 BOUND_LABELS = {"dram": "DRAM bandwidth", "l2": "L2 bandwidth", "tensor": "tensor cores",

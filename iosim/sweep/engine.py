@@ -18,10 +18,6 @@ from ..errors import IosimError
 from ..progress import Progress
 from .grid import GPU_SCALES, load_grid, point_id, points
 
-PROBLEM_KEYS = {"batch": "batch", "heads": "heads_q", "kv_heads": "heads_kv", "seq": "seq_q",
-                "seq_kv": "seq_kv", "head_dim": "head_dim", "dtype": "dtype",
-                "causal": "causal", "direction": "direction"}
-TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
 SCALE_LABELS = {"l2_capacity_scale": "L2 capacity", "dram_bandwidth_scale": "DRAM bandwidth",
                 "shared_memory_scale": "shared memory"}
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -50,13 +46,15 @@ def evaluate(point: dict, gpu_figures: dict) -> dict:
     """Analyze one point (run on a worker). Input errors become the record's `error`."""
     from ..analysis.analyze import analyze
     from ..hardware import GpuSpec
-    from ..problem import AttentionProblem
+    from ..options import API_ALIASES, TILING_KEYS, problem_from_kwargs
+    from ..problem import PROBLEM_KEYS
     head = {"point_id": point_id(point), "point": dict(point)}
     try:
         gpu = GpuSpec.model_validate(gpu_figures)
-        problem = AttentionProblem(**{PROBLEM_KEYS[k]: v for k, v in point.items()
-                                      if k in PROBLEM_KEYS})
-        tiling = {k: point[k] for k in TILING_KEYS if k in point}
+        # the run options' vocabulary (options.py): problem fields, their aliases, tiling
+        problem, tiling = problem_from_kwargs(
+            {k: v for k, v in point.items()
+             if k in PROBLEM_KEYS or k in API_ALIASES or k in TILING_KEYS})
         a = analyze(problem, gpu, point.get("algo", "fa2"), model=point.get("model", "sim"),
                     sim_mode=point.get("mode", "fast"), l2_samples=point.get("l2_samples"),
                     **tiling)

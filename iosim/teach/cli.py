@@ -17,9 +17,9 @@ LESSON_FIELDS = ("batch", "heads_q", "seq_q", "head_dim", "dtype", "causal")
              help="The IO complexity of attention, derived step by step with numbers iosim "
                   "computes for this GPU and problem.\n\n" + LIMITS_HELP)
 @use(GPU_OPTION, PROBLEM_OPTIONS, only=LESSON_FIELDS)
-@click.option("--section", help="Print one section: a number 1-7 or a name "
+@click.option("--section", help="Print one section: a number 1-8 or a name "
                                 "(hierarchy, standard, online-softmax, tiling, lower-bound, "
-                                "backward, exercises).")
+                                "backward, exercises, decode).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Write the lesson as one offline HTML page with interactive figures.")
 @click.option("--force", is_flag=True, help="Overwrite the --html file if it exists.")

@@ -133,6 +133,7 @@ def lesson_html(problem, gpu="h100", seed: int = 0) -> str:
     from .context import LessonContext
     ctx = LessonContext.make(problem, gpu, seed)
     from .lesson import build_section, SECTIONS
+    from . import decode as decode_section
     sections = [build_section(ctx, n) for n in range(1, len(SECTIONS) + 1)]
     by_name = {s.name: s for s in sections}
     figures = {
@@ -141,6 +142,7 @@ def lesson_html(problem, gpu="h100", seed: int = 0) -> str:
         "tiling": [tiling_figure(by_name["tiling"].facts)],
         "lower-bound": [sweep_figure(by_name["lower-bound"].facts)],
         "backward": [backward_figure(by_name["backward"].facts)],
+        "decode": [decode_section.figure(by_name["decode"].facts)],
     }
     esc = _html.escape
     head = preamble(ctx.problem, ctx.gpu)

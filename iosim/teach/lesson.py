@@ -1,13 +1,15 @@
-"""The lesson: seven sections, each a module with NAME, TITLE, facts(ctx) and text(facts)."""
+"""The lesson: eight sections, each a module with NAME, TITLE, facts(ctx) and text(facts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import IosimError
-from . import backward, exercises, hierarchy, lower_bound, online_softmax, standard, tiling
+from . import (backward, decode, exercises, hierarchy, lower_bound, online_softmax, standard,
+               tiling)
 from .context import LessonContext
 
-SECTIONS = (hierarchy, standard, online_softmax, tiling, lower_bound, backward, exercises)
+SECTIONS = (hierarchy, standard, online_softmax, tiling, lower_bound, backward, exercises,
+            decode)
 
 
 @dataclass
