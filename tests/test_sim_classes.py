@@ -17,6 +17,11 @@ PROBLEMS = [
     ("square", dict(seq_q=500, heads_q=2, causal=True)),
     ("standard", dict(seq_q=300, seq_kv=200, heads_q=2, heads_kv=1, direction="fwd+bwd")),
     ("standard", dict(seq_q=512, heads_q=2)),
+    ("flash-decoding", dict(seq_q=1, seq_kv=3000, batch=2, heads_q=8, heads_kv=2)),
+    ("flash-decoding", dict(seq_q=3, seq_kv_list=(3000, 700, 3000), batch=3, heads_q=8,
+                            heads_kv=2, page_size=64, page_layout="shuffled")),
+    ("flash-decoding-cascade", dict(seq_q=1, seq_kv=2500, prefix_len=1024, batch=5, heads_q=4,
+                                    heads_kv=1)),
 ]
 
 

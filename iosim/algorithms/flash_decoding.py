@@ -324,6 +324,12 @@ def _batch_classes(problem) -> list:
     return [tuple(v) for v in seen.values()]
 
 
+def _group_of_request(problem, groups: list) -> list:
+    """Index into `groups` (_batch_classes) of every request's KV-length group."""
+    index = {problem.kv_lengths[b]: i for i, (b, _count) in enumerate(groups)}
+    return [index[n] for n in problem.kv_lengths]
+
+
 def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
     hk_n, d, eb = problem.heads_kv, problem.head_dim, problem.elem_bytes
     grid = (pl.splits, hk_n * pl.n_m, problem.batch)
@@ -332,12 +338,22 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
         k, y, b = grid_index(cta, grid)
         return split_program(problem, t, pl, b, y // pl.n_m, y % pl.n_m, k)
 
+    groups = _batch_classes(problem)
     classes = tuple((k + grid[0] * (m + grid[1] * b), hk_n * count)
-                    for b, count in _batch_classes(problem)
+                    for b, count in groups
                     for m in range(pl.n_m) for k in range(pl.splits))
+    # a CTA's program shape: its split k, its Q tile m and its request's KV length (the KV
+    # head only moves coordinates); classes enumerate (length group, m, k) in that order
+    group_of = _group_of_request(problem, groups)
+
+    def class_of(cta: int) -> int:
+        k, y, b = grid_index(cta, grid)
+        return (group_of[b] * pl.n_m + y % pl.n_m) * pl.splits + k
+    period = grid[0] * grid[1] if len(groups) == 1 else grid[0] * grid[1] * grid[2]
     return Kernel(name="fd_split", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
                                                  fwd_registers(t, d)),
-                  program=program, classes=classes, cta_coord=lambda cta: grid_index(cta, grid),
+                  program=program, classes=classes, class_of=class_of, class_period=period,
+                  cta_coord=lambda cta: grid_index(cta, grid),
                   pipeline=Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
                   coord_names=("split", "kv_head_x_q_tile", "batch"))
 
@@ -351,7 +367,8 @@ def combine_kernel(problem, t: Tiling, pl: Plan, prefix_splits: int = 0) -> Kern
 
     classes = tuple((m, problem.batch * problem.heads_kv) for m in range(pl.n_m))
     return Kernel(name="fd_combine", launch=Launch(grid, 128, 0, COMBINE_REGISTERS),
-                  program=program, classes=classes, cta_coord=lambda cta: grid_index(cta, grid),
+                  program=program, classes=classes, class_of=lambda cta: cta % pl.n_m,
+                  class_period=pl.n_m, cta_coord=lambda cta: grid_index(cta, grid),
                   pipeline=Pipeline(stages=1), coord_names=("q_tile", "kv_head", "batch"))
 
 
@@ -417,12 +434,21 @@ def prefix_kernel(problem, t: Tiling, pp: PrefixPlan) -> Kernel:
     groups = [(0, pp.groups - (1 if last != pp.per_group else 0))]
     if last != pp.per_group:
         groups.append((pp.groups - 1, 1))
+    groups = [(g0, count) for g0, count in groups if count]
     classes = tuple((k + grid[0] * (m + grid[1] * g0), hk_n * count)
-                    for g0, count in groups if count
+                    for g0, count in groups
                     for m in range(pp.n_m) for k in range(pp.splits))
+    short_last = last != pp.per_group       # the last group has fewer requests: its own class
+
+    def class_of(cta: int) -> int:
+        k, y, grp = grid_index(cta, grid)
+        g = 1 if short_last and grp == pp.groups - 1 and len(groups) == 2 else 0
+        return (g * pp.n_m + y % pp.n_m) * pp.splits + k
     return Kernel(name="fd_prefix", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
                                                   fwd_registers(t, d)),
-                  program=program, classes=classes, cta_coord=lambda cta: grid_index(cta, grid),
+                  program=program, classes=classes, class_of=class_of,
+                  class_period=grid[0] * grid[1] * grid[2],
+                  cta_coord=lambda cta: grid_index(cta, grid),
                   pipeline=Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
                   coord_names=("split", "kv_head_x_q_tile", "request_group"))
 

@@ -80,7 +80,9 @@ def paginate(schedule: Schedule) -> Schedule:
     if page % bc and bc % page:
         raise IosimError(f"page-size {page} and block-kv {bc}: one must divide the other "
                          f"(a tile would straddle pages unevenly)")
+    # page splitting cuts every K/V tile alike, so the CTA classes stay those of the kernel
     kernels = tuple(Kernel(name=k.name, launch=k.launch, classes=k.classes, cta_coord=k.cta_coord,
+                           class_of=k.class_of, class_period=k.class_period,
                            pipeline=k.pipeline, coord_names=k.coord_names,
                            program=(lambda cta, f=k.program: paged_program(f(cta), page)))
                     for k in schedule.kernels)
