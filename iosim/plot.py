@@ -25,7 +25,8 @@ from .units import capacity, nbytes, seconds, si
 # one colour per algorithm, used by no other series (units, byte levels and reference lines
 # take the colours below, kernels of one algorithm share its colour)
 COLORS = {"standard": "#d62728", "fa1": "#1f77b4", "fa2": "#2ca02c", "fa3": "#9467bd",
-          "square": "#ff7f0e", "measured": "#111111"}
+          "square": "#ff7f0e", "flash-decoding": "#e6550d", "flash-decoding-cascade": "#31a354",
+          "measured": "#111111"}
 FALLBACK = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 UNIT_COLORS = {"tensor cores": "#17becf", "exp units": "#e377c2", "DRAM": "#8c564b",
                "L2": "#bcbd22", "shared memory": "#7f7f7f"}

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from .. import __version__
 from ..units import nbytes, seconds, si
-from . import figures
+from .. import plot as figures   # the one implementation of the shared figure style
 
 DECODE_SEQ_KV = (1024, 4096, 16384, 65536, 131072)
 DECODE_ALGOS = ("fa2", "flash-decoding")
