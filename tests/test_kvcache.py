@@ -114,7 +114,7 @@ BASE = ["run", "--algo", "flash-decoding", "--heads", "8", "--kv-heads", "2", "-
 @pytest.mark.parametrize("extra,fragment", [
     (["--seq-kv", "4096", "--page-size", "48"], "page-size must be a power of two"),
     (["--seq-kv", "4096", "--page-size", "8192"], "larger than the KV length"),
-    (["--seq-kv", "4096", "--splits", "0"], "splits must be a positive integer"),
+    (["--seq-kv", "4096", "--splits", "0"], "'--splits': 0 is not in the range x>=1"),
     (["--seq-kv", "4096", "--splits", "33"], "more than the 32 KV blocks"),
     (["--seq-kv", "4096", "--prefix-len", "5000"], "longer than the KV length"),
     (["--batch", "3", "--seq-kv-list", "100,200"], "2 length(s) but batch is 3"),
@@ -143,7 +143,8 @@ def test_paged_run_reports_the_page_split():
 def test_decode_scenarios_run_at_or_above_the_bound(name, group, batch):
     from iosim.analysis.analyze import analyze
     from iosim.cli import resolve
-    problem, gpu, scen, tiling = resolve({"scenario": name})
+    r = resolve({"scenario": name})
+    problem, gpu, scen, tiling = r.problem, r.gpu, r.scenario, r.tiling
     assert (problem.group_size, problem.batch, problem.seq_q) == (group, batch, 1)
     a = analyze(problem, gpu, scen["algorithm"], model="roofline", **tiling)
     assert a.bound_ratio >= 1
@@ -151,6 +152,6 @@ def test_decode_scenarios_run_at_or_above_the_bound(name, group, batch):
 
 def test_serving_scenario_stores_the_system_prompt_once():
     from iosim.cli import resolve
-    p = resolve({"scenario": "serving-shared-prompt-2k"})[0]
+    p = resolve({"scenario": "serving-shared-prompt-2k"}).problem
     assert p.prefix_len == 2048 and len(p.seq_kv_list) == 32
     assert p.kv_tokens_stored() == sum(p.seq_kv_list) - 31 * 2048
