@@ -17,7 +17,7 @@ from math import ceil
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from ..machine import SmRates, tensor_server_busy_s
-from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
+from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
