@@ -157,6 +157,20 @@ class AccessSampler:
                 for v in range(first, start + count, R):
                     j = v - start - ahead
                     out.append((base + step * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
+            elif coord and coord.count(var) == 1:
+                # the tile moves with the loop along another coordinate than the last: the
+                # key's prefix changes with v, its last coordinate does not
+                at = coord.index(var)
+                bound = tuple(env[c] if isinstance(c, str) else c for c in coord[:at])
+                after = tuple(env[c] if isinstance(c, str) else c for c in coord[at + 1:])
+                pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
+                salt = self.salt
+                for v in range(start, start + count):
+                    prefix = pre + (v,) + mid
+                    if R == 1 or (last + salt[prefix]) % R == 0:
+                        j = v - start - ahead
+                        out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                    prefix + (last,), nbytes, code, sid))
             else:
                 for v in range(start, start + count):
                     env[var] = v
