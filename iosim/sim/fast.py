@@ -76,6 +76,7 @@ class KernelRows:
     rows: list           # (kernel, cta, sm, start_s, end_s, stall, busy), emission order
     marks: dict | None   # cta → (start_s, segment ends), for the L2 replay
     repeats: list        # of fluid.Repeat
+    _by_residue: list | None = None
 
     def marks_of(self, cta: int) -> tuple:
         """Start and segment ends of a CTA, simulated or in a repeated period."""
@@ -95,7 +96,7 @@ class KernelRows:
     def _residues(self) -> list:
         """Per repeat: CTA mod cta_step → the emitted CTA of the period it copies (a period's
         CTAs have distinct residues: its copies never overlap)."""
-        if getattr(self, "_by_residue", None) is None:
+        if self._by_residue is None:
             self._by_residue = [{row[1] % rep.cta_step: row[1]
                                  for row in self.rows[rep.first:rep.last]}
                                 for rep in self.repeats]
