@@ -121,6 +121,13 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     return costs
 
 
+def _with_tail_classes(class_of, n_classes: int, tail_start: int):
+    """Classes of the last partial wave's CTAs as classes of their own (after the others)."""
+    def of(cta: int) -> int:
+        return class_of(cta) + (n_classes if cta >= tail_start else 0)
+    return of
+
+
 def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int) -> float:
     """How long until the last of a first wave's first segments, all queued at once, has
     its data: the group's mean first-segment bytes at the shared bandwidths."""
@@ -160,10 +167,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         span = _burst_span(info, miss[ki], dram_scale[ki], gpu, group)
         costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span)
         n_cls = len(info.programs)
-        class_of = kernel.class_of
-        if len(cohorts) > 1:
-            def class_of(cta, _c=kernel.class_of, _n=n_cls, _t=tail_start):
-                return _c(cta) + (_n if cta >= _t else 0)
+        class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
+            kernel.class_of, n_cls, tail_start)
         prologues = (first_wave_prologues(kernel, group, miss[ki],
                                           set() if cold_start else touched)
                      if first_loads_queue else None)
