@@ -216,8 +216,8 @@ class Launch:
 class Pipeline:
     """How a kernel overlaps memory and compute.
 
-    stages: tiles of the loop's loads in flight (1 = load, wait, compute).
-    async_copy: cp.async / TMA copies that run while the SM computes.
+    stages: tiles of the loop's loads in flight (1 = load, wait, compute; ≥ 2: cp.async or
+      TMA copies into the free slots run while the SM computes).
     warp_specialized: a producer warp(group) issues copies; consumers only compute.
     consumer_warpgroups: consumers that ping-pong (one's softmax under the other's GEMMs).
     intra_overlap: a consumer overlaps its own softmax with its next GEMM (FA-3).
@@ -228,7 +228,6 @@ class Pipeline:
     """
 
     stages: int = 1
-    async_copy: bool = False
     warp_specialized: bool = False
     consumer_warpgroups: int = 1
     intra_overlap: bool = False

@@ -41,7 +41,7 @@ def test_default_tiles_and_warpgroups(d, tile, threads):
     t = build_schedule(AttentionProblem(head_dim=d), H100, "fa3").tiling["fwd"]
     assert (t.block_q, t.block_kv) == tile
     assert k.launch.threads_per_cta == threads
-    assert k.pipeline.warp_specialized and k.pipeline.intra_overlap and k.pipeline.async_copy
+    assert k.pipeline.warp_specialized and k.pipeline.intra_overlap and k.pipeline.stages == 2
     assert k.pipeline.consumer_warpgroups == threads // 128 - 1
     assert k.launch.registers_per_thread * threads <= H100.registers_per_sm
 

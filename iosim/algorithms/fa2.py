@@ -127,7 +127,7 @@ def forward_kernels(problem, t: Tiling) -> tuple:
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
         lambda b, h, i: fwd_program(problem, t, b, h, i),
-        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+        Pipeline(stages=t.stages, mma_instruction="mma_sync"),
         lambda i: fwd_block_shape(problem, t, i)),)
 
 
@@ -232,7 +232,7 @@ def backward_kernels(problem, t: Tiling) -> tuple:
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j),
-                        Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+                        Pipeline(stages=t.stages, mma_instruction="mma_sync"),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),

@@ -127,7 +127,7 @@ def kernel(problem, gpu, t: Tiling) -> Kernel:
                   launch=Launch(grid, t.threads, smem_bytes(t, d, eb), launch_registers(gpu, t)),
                   program=program,
                   classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
-                  pipeline=Pipeline(stages=t.stages, async_copy=True, warp_specialized=True,
+                  pipeline=Pipeline(stages=t.stages, warp_specialized=True,
                                     consumer_warpgroups=consumers(t), intra_overlap=True),
                   coord_names=("q_block", "head", "batch"))
 

@@ -147,7 +147,7 @@ def gemm_kernel(name, problem, t: Tiling, mma: str, a: Operand, b: Operand, c: s
 
     return tile_kernel(name, problem, heads, m, n, t.block_q, bn, t,
                        gemm_smem_bytes(tt, problem.elem_bytes), gemm_registers(tt), program_of,
-                       Pipeline(stages=t.stages, async_copy=True))
+                       Pipeline(stages=t.stages))
 
 
 # ---- row kernels ----------------------------------------------------------------------

@@ -136,10 +136,7 @@ def summarize_kernels(schedule, gpu) -> list:
 
 
 def _simulate(schedule, gpu, mode, l2_samples=None):
-    try:
-        from ..sim import simulate
-    except ImportError:  # the simulator is optional until it lands
-        return None
+    from ..sim import simulate
     return simulate(schedule, gpu, mode=mode,
                     **({"l2_sample_budget": l2_samples} if l2_samples else {}))
 

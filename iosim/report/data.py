@@ -113,13 +113,6 @@ def find_traces(problem, trace_dir: Path = TRACE_DIR) -> list[Path]:
     return out
 
 
-def _pick(d: dict, *names, default=None):
-    for n in names:
-        if n in d and d[n] is not None:
-            return d[n]
-    return default
-
-
 def trace_bars(path: Path, cap: int) -> tuple[str, list, int]:
     """(label, bars, total CTAs) of a captured trace (iosim.kernels.trace format
     'iosim-trace-1'): per CTA its SM (%smid) and first/last event time (%globaltimer, ns,

@@ -6,8 +6,7 @@ assumed able to drive all of its SM's units (4 warps cover the 4 SM sub-partitio
 """
 from __future__ import annotations
 
-from ..machine import (A_FROM_REGISTERS, MMA_SYNC_OPERANDS_OVERLAP, MmaCost,  # noqa: F401
-                       SmRates, mma_operand_bytes, operand_readers, tensor_server_busy_s)
+from ..machine import SmRates
 from .memory import Server
 
 

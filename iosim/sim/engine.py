@@ -6,39 +6,14 @@ from __future__ import annotations
 
 import simpy
 
-from ..machine import occupancy
-from ..errors import IosimError
-from ..schedule import program_totals
-from ..machine import MmaCost, SmRates, tensor_server_busy_s
+from ..machine import SmRates, tensor_server_busy_s
 from .compute import SmUnits
+from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
-
-
-def ctas_per_sm(gpu, kernel) -> int:
-    occ = occupancy(gpu, kernel.launch)
-    if occ <= 0:
-        raise IosimError(f"kernel {kernel.name} does not fit on an SM of {gpu.short_name}")
-    return occ
-
-
-def kernel_rates(gpu, dtype: str, kernel) -> SmRates:
-    """Per-SM rates with the tensor rate of the kernel's MMA instruction class."""
-    return SmRates.of(gpu, dtype, getattr(kernel.pipeline, "mma_instruction", "wgmma"))
-
-
-def kernel_mma_cost(gpu, problem, kernel) -> MmaCost:
-    return MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                   problem.elem_bytes)
-
-
-def busy_of_program(program, rates) -> tuple:
-    t = program_totals(program)
-    return (t.mma_flops / rates.tensor_flops_per_s, t.exp / rates.exp_per_s,
-            t.alu / rates.alu_ops_per_s)
 
 
 def _counters_dict(c: MemoryCounters) -> dict:

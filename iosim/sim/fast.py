@@ -17,7 +17,7 @@ from math import ceil
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from ..machine import SmRates, tensor_server_busy_s
-from .engine import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
+from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
@@ -76,6 +76,7 @@ class KernelRows:
     rows: list           # (kernel, cta, sm, start_s, end_s, stall, busy), emission order
     marks: dict | None   # cta → (start_s, segment ends), for the L2 replay
     repeats: list        # of fluid.Repeat
+    _by_residue: list | None = None
 
     def marks_of(self, cta: int) -> tuple:
         """Start and segment ends of a CTA, simulated or in a repeated period."""
@@ -95,7 +96,7 @@ class KernelRows:
     def _residues(self) -> list:
         """Per repeat: CTA mod cta_step → the emitted CTA of the period it copies (a period's
         CTAs have distinct residues: its copies never overlap)."""
-        if getattr(self, "_by_residue", None) is None:
+        if self._by_residue is None:
             self._by_residue = [{row[1] % rep.cta_step: row[1]
                                  for row in self.rows[rep.first:rep.last]}
                                 for rep in self.repeats]
@@ -118,6 +119,13 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
             costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
                                     bool(p) and p[0].kind != "loop"))
     return costs
+
+
+def _with_tail_classes(class_of, n_classes: int, tail_start: int):
+    """Classes of the last partial wave's CTAs as classes of their own (after the others)."""
+    def of(cta: int) -> int:
+        return class_of(cta) + (n_classes if cta >= tail_start else 0)
+    return of
 
 
 def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int) -> float:
@@ -159,10 +167,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         span = _burst_span(info, miss[ki], dram_scale[ki], gpu, group)
         costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span)
         n_cls = len(info.programs)
-        class_of = kernel.class_of
-        if len(cohorts) > 1:
-            def class_of(cta, _c=kernel.class_of, _n=n_cls, _t=tail_start):
-                return _c(cta) + (_n if cta >= _t else 0)
+        class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
+            kernel.class_of, n_cls, tail_start)
         prologues = (first_wave_prologues(kernel, group, miss[ki],
                                           set() if cold_start else touched)
                      if first_loads_queue else None)

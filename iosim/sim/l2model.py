@@ -83,6 +83,7 @@ class AccessSampler:
         self.ratio = ratio
         self.salt = _Salt()
         self.ticks_memo: dict = {}
+        self._plans: dict = {}
         self.out: list = []          # accesses (time_s, key, bytes, op, stream)
         self.streams: list = []      # of Stream
         self._stream_ids: dict = {}
@@ -134,20 +135,32 @@ class AccessSampler:
                 self._innermost(item, pos, env, t0, dt, stages, body_ticks)
             pos += item.count * body_ticks
 
+    def _plan(self, item, stages: int) -> list:
+        """An innermost loop body's memory ops, once per body (memoised by identity): (index,
+        op, op code, iterations issued early, whether the tile moves along its last
+        coordinate with the loop variable)."""
+        key = (id(item.body), item.var, stages)
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] is item.body:
+            return hit[1]
+        lead = issue_lead(stages)
+        var = item.var
+        plan = [(idx, op, _op_code(op), lead if op.kind == "load" else 0,
+                 bool(op.coord) and op.coord[-1] == var and var not in op.coord[:-1])
+                for idx, op in enumerate(item.body) if op.kind in ("load", "store")]
+        self._plans[key] = (item.body, plan)
+        return plan
+
     def _innermost(self, item, pos, env, t0, dt, stages, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
         (pipeline.issue_lead iterations early)."""
-        body, var, start, count = item.body, item.var, item.start, item.count
+        var, start, count = item.var, item.start, item.count
         R = self.ratio
-        lead = issue_lead(stages)
         out = self.out
-        for idx, op in enumerate(body):
-            if op.kind not in ("load", "store"):
-                continue
-            ahead = lead if op.kind == "load" else 0
+        for idx, op, code, ahead, moves_last in self._plan(item, stages):
             coord = op.coord
-            code, nbytes, sid = _op_code(op), op.bytes, self.stream(op.tensor)
-            if coord and coord[-1] == var and var not in coord[:-1]:
+            nbytes, sid = op.bytes, self.stream(op.tensor)
+            if moves_last:
                 # the tile moves with the loop: its sampled iterations, arithmetically
                 head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
                                             for c in coord[:-1])
@@ -157,6 +170,20 @@ class AccessSampler:
                 for v in range(first, start + count, R):
                     j = v - start - ahead
                     out.append((base + step * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
+            elif coord and coord.count(var) == 1:
+                # the tile moves with the loop along another coordinate than the last: the
+                # key's prefix changes with v, its last coordinate does not
+                at = coord.index(var)
+                bound = tuple(env[c] if isinstance(c, str) else c for c in coord[:at])
+                after = tuple(env[c] if isinstance(c, str) else c for c in coord[at + 1:])
+                pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
+                salt = self.salt
+                for v in range(start, start + count):
+                    prefix = pre + (v,) + mid
+                    if R == 1 or (last + salt[prefix]) % R == 0:
+                        j = v - start - ahead
+                        out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                    prefix + (last,), nbytes, code, sid))
             else:
                 for v in range(start, start + count):
                     env[var] = v

@@ -1,0 +1,113 @@
+"""Fast mode against exact mode on randomly drawn problems (seeded): predicted time and DRAM
+bytes, their relative differences, and the distribution the problems were drawn from.
+
+Each problem draws an algorithm, sequence lengths (log-uniform; seq_kv = seq_q or drawn
+apart), heads (query heads and a KV-head divisor for GQA), batch, head dimension, causal
+masking and direction (backward only where the algorithm has one). Problems outside
+[--min-events, --max-events] tile ops are drawn again: above the minimum (the default
+mode's threshold for simulating exactly) the default mode runs its aggregated engine, and
+below the maximum exact mode stays affordable. `err_t`, `err_dram`: the default mode against
+exact mode.
+
+    python benchmarks/sim_random_problems.py [--problems 50] [--seed 11] [--gpu h100]
+                                             [--min-events 150000] [--max-events 400000]
+
+The output committed in docs/sim_random_problems.txt was produced by running it with no
+options.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import random
+import statistics
+import time
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.errors import IosimError
+from iosim.sim import EXACT_BELOW_EVENTS, simulate, tile_events
+
+ALGOS = ("standard", "fa1", "fa2", "fa3", "square")
+HEAD_DIMS = (64, 128)
+BACKWARD = ("standard", "fa1", "fa2")
+
+
+def draw(rng: random.Random) -> tuple:
+    """(algorithm, AttentionProblem keyword arguments) of one random problem."""
+    algo = rng.choice(ALGOS)
+    seq_q = int(round(2 ** rng.uniform(9, 14)))
+    seq_kv = seq_q if rng.random() < 0.7 else int(round(2 ** rng.uniform(9, 14)))
+    heads_kv = rng.choice((1, 2, 4, 8))
+    heads_q = heads_kv * rng.choice((1, 1, 2, 4))
+    direction = "fwd"
+    if algo in BACKWARD and rng.random() < 0.25:
+        direction = rng.choice(("bwd", "fwd+bwd"))
+    return algo, dict(batch=rng.choice((1, 1, 2, 4)), heads_q=heads_q, heads_kv=heads_kv,
+                      seq_q=seq_q, seq_kv=seq_kv, head_dim=rng.choice(HEAD_DIMS),
+                      causal=rng.random() < 0.5, direction=direction)
+
+
+def rel(a: float, b: float) -> float:
+    return (a - b) / b if b else (0.0 if a == b else float("inf"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--min-events", type=int, default=EXACT_BELOW_EVENTS)
+    ap.add_argument("--max-events", type=int, default=400_000)
+    args = ap.parse_args(argv)
+    gpu = load_gpu(args.gpu)
+    rng = random.Random(args.seed)
+    print(f"# iosim: fast (default) vs exact mode on {gpu.name}, "
+          f"{args.problems} random problems, seed {args.seed}; python "
+          f"{platform.python_version()}")
+    print("# drawn: algorithm uniform over " + ", ".join(ALGOS) + "; seq_q = round(2^U(7, 12.5)), "
+          "seq_kv = seq_q (p 0.7) else drawn alike; heads_kv in {1,2,4,8}, heads_q = heads_kv x "
+          "{1,1,2,4}; batch in {1,1,2,4}; head_dim in {64,128}; causal p 0.5; bwd or fwd+bwd "
+          f"p 0.25 where modelled; fp16; redrawn outside {args.min_events:,}..{args.max_events:,} "
+          "tile ops")
+    print(f"{'algo':8s} {'B':>2s} {'Hq':>3s} {'Hkv':>3s} {'Nq':>5s} {'Nkv':>5s} {'d':>3s} "
+          f"{'causal':>6s} {'dir':>7s} {'events':>8s} {'t_exact_us':>11s} {'err_t':>8s} "
+          f"{'err_dram':>8s} {'wall_exact':>10s} {'wall_fast':>9s}")
+    errs_t, errs_d, drawn = [], [], 0
+    while len(errs_t) < args.problems:
+        algo, shape = draw(rng)
+        drawn += 1
+        try:
+            schedule = build_schedule(AttentionProblem(**shape), gpu, algo)
+        except IosimError:
+            continue                          # a tiling that does not fit: draw again
+        events = tile_events(schedule)
+        if not args.min_events < events <= args.max_events:
+            continue
+        t0 = time.perf_counter()
+        exact = simulate(schedule, gpu, "exact")
+        t1 = time.perf_counter()
+        fast = simulate(schedule, gpu)
+        t2 = time.perf_counter()
+        et = rel(fast.time_s, exact.time_s)
+        ed = rel(fast.dram_read_bytes + fast.dram_write_bytes,
+                 exact.dram_read_bytes + exact.dram_write_bytes)
+        errs_t.append(et)
+        errs_d.append(ed)
+        print(f"{algo:8s} {shape['batch']:2d} {shape['heads_q']:3d} {shape['heads_kv']:3d} "
+              f"{shape['seq_q']:5d} {shape['seq_kv']:5d} {shape['head_dim']:3d} "
+              f"{str(shape['causal']):>6s} {shape['direction']:>7s} {events:8d} "
+              f"{exact.time_s * 1e6:11.3f} {et:+8.2%} {ed:+8.2%} {t1 - t0:10.2f} {t2 - t1:9.2f}",
+              flush=True)
+    print(f"# {len(errs_t)} problems ({drawn} drawn); |err_t| median "
+          f"{statistics.median(map(abs, errs_t)):.2%}, max {max(map(abs, errs_t)):.2%}, "
+          f"within 1%: {sum(abs(e) <= 0.01 for e in errs_t)}; |err_dram| median "
+          f"{statistics.median(map(abs, errs_d)):.2%}, max {max(map(abs, errs_d)):.2%}, "
+          f"within 2%: {sum(abs(e) <= 0.02 for e in errs_d)}")
+    print(f"# mean err_t {statistics.fmean(errs_t):+.2%} (rms "
+          f"{math.sqrt(statistics.fmean(e * e for e in errs_t)):.2%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
