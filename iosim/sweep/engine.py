@@ -65,7 +65,24 @@ def evaluate(point: dict, gpu_figures: dict) -> dict:
     return {**head, **a.to_dict(), "error": None}
 
 
+def evaluate_batch(items: list) -> list:
+    """evaluate() over [(index, (point, gpu_figures)), ...]; one Dask task."""
+    return [(i, evaluate(*args)) for i, args in items]
+
+
 # ---- many points --------------------------------------------------------------------------
+# A point takes 0.05-5 s. Sent one by one, each costs a few messages between the client, the
+# scheduler and a worker, and on a busy machine every message waits for its process to be
+# scheduled. So points go in batches, TASKS_PER_WORKER per worker thread, dealt round-robin
+# (point k to batch k mod B) so that the expensive corners of a grid spread over the batches.
+TASKS_PER_WORKER = 4
+
+
+def batches(tasks: list, slots: int) -> list:
+    n = max(1, min(len(tasks), TASKS_PER_WORKER * max(1, slots)))
+    return [tasks[k::n] for k in range(n)]
+
+
 def _serial(tasks, on_result):
     for i, args in tasks:
         on_result(i, evaluate(*args))
@@ -86,14 +103,15 @@ def _dask(tasks, on_result, workers: int, scheduler: str | None):
                     from None
         else:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
             client = Client(cluster)
         with client:
-            futures = {}
-            for i, args in tasks:
-                futures[client.submit(evaluate, *args, pure=False)] = i
-            for fut, result in as_completed(list(futures), with_results=True):
-                on_result(futures[fut], result)
+            slots = sum(client.nthreads().values()) or workers or 1
+            futures = [client.submit(evaluate_batch, b, pure=False)
+                       for b in batches(tasks, slots)]
+            for _fut, results in as_completed(futures, with_results=True):
+                for i, record in results:
+                    on_result(i, record)
     finally:
         if cluster is not None:
             cluster.close()
