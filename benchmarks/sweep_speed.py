@@ -14,7 +14,7 @@ neighbours than about the engine (with Linux's autogroup scheduling, all process
 session share one session's CPU share, so extra workers get no extra CPU at all). The CPU
 seconds used by this process and by the workers are printed too, and from them the ratio the
 same run would have with a free core per worker (an estimate, labelled as such). The output in benchmarks/results/sweep_speed.txt was produced
-by running it with no options; read it with its load averages.
+with `--repeat 1` (its first line says so); read it with its load averages.
 """
 from __future__ import annotations
 
