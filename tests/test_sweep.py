@@ -117,7 +117,7 @@ def test_an_existing_cluster_is_used_through_its_scheduler_address():
     from dask.distributed import LocalCluster
     grid = {"algo": "fa2", "seq": [256, 512], "heads": 2, "model": "roofline"}
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
         df = sweep(grid, scheduler=cluster.scheduler_address)
     assert list(df["predicted_time_s"]) == list(sweep(grid)["predicted_time_s"])
 
@@ -131,3 +131,11 @@ def test_cli_reports_each_point_on_stderr_and_writes_parquet(tmp_path, monkeypat
     assert len(steps) == 2 and steps[-1].endswith("algo=fa2") and " 2/2 " in steps[-1]
     assert r.stdout == ""
     assert list(pd.read_parquet(tmp_path / "out.parquet")["point.algo"]) == ["fa1", "fa2"]
+
+
+def test_batches_deal_points_round_robin_and_cover_each_once():
+    from iosim.sweep.engine import batches
+    tasks = [(i, None) for i in range(10)]
+    b = batches(tasks, slots=1)          # 4 batches per worker slot
+    assert [[i for i, _ in x] for x in b] == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
+    assert batches(tasks[:3], slots=2) == [[(0, None)], [(1, None)], [(2, None)]]
