@@ -8,7 +8,7 @@ import click
 
 from .errors import IosimError
 from .formats import flatten, to_csv  # noqa: F401  (re-exported: iosim.cli.flatten)
-from .limits import LIMITS_HELP
+from .limits import LIMITS_HELP, preflight
 from .options import (ALGO_OPTION, ALGOS_OPTION, IosimGroup, algorithm_list, check_output,
                       problem_options, resolve, say_warnings, use, write_output)
 from .options import algorithm as pick_algorithm
@@ -108,6 +108,8 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     names = algorithm_list(algos, r.scenario)
     if r.problem.direction != "fwd" and algos is None:
         names = [n for n in names if n != "fa3"]      # FA-3 is forward only
+    for n in names:                                   # every algorithm checked before any runs
+        preflight(r.problem, r.gpu, n, model, sim_mode, **r.tiling)
     results = [analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
                        l2_samples=l2_samples, **r.tiling) for n in names]
     say_warnings(r.problem)                           # only once the input is accepted

@@ -19,7 +19,7 @@ import click
 from .algorithms import ALGORITHMS, TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
-from .limits import MAX_SEQ, MAX_SIM_CTAS
+from .limits import MAX_SEQ
 from .problem import DIRECTIONS, DTYPE_BYTES, PROBLEM_DEFAULTS, PROBLEM_KEYS, AttentionProblem
 
 DEFAULT_GPU = "h100"
@@ -101,18 +101,14 @@ OUTPUT_OPTIONS = {
 }
 
 
-def use(*groups, replace: dict | None = None, only: tuple | None = None):
-    """A decorator adding the options of `groups` (single options or dicts of them) in order.
-    replace: {name: option or None} swaps or drops an entry; only: keep these names."""
-    replace = replace or {}
+def use(*groups, only: tuple | None = None):
+    """A decorator adding the options of `groups` (single options or dicts of them) in order;
+    `only` keeps the named entries of the dicts (single options are always kept)."""
     entries = []
     for g in groups:
         items = g.items() if isinstance(g, dict) else [(None, g)]
         for name, opt in items:
-            if only is not None and name is not None and name not in only:
-                continue
-            opt = replace.get(name, opt) if name in replace else opt
-            if opt is not None:
+            if only is None or name is None or name in only:
                 entries.append(opt)
 
     def deco(f):

@@ -135,3 +135,14 @@ def test_former_defects_exit_2_with_one_line_and_write_nothing(tmp_path, monkeyp
     assert r.exit_code == 2
     assert fragment in r.output and len(r.output.strip().splitlines()) == 1
     assert os.listdir(tmp_path) == []
+
+
+def test_compare_refuses_before_analyzing_any_algorithm(monkeypatch):
+    import iosim.analysis.analyze as analyze_module
+    calls = []
+    monkeypatch.setattr(analyze_module, "analyze", lambda *a, **k: calls.append(a))
+    # standard at N = 2^20 has 262,150 tile classes (> 262,144); fa2 alone would be accepted
+    r = run("compare", "--algos", "fa2,standard", "--seq", str(2 ** 20), "--heads", "1",
+            "--head-dim", "32")
+    assert r.exit_code == 2 and "262,150 distinct CTA programs" in r.output
+    assert calls == []
