@@ -141,8 +141,10 @@ def test_compare_refuses_before_analyzing_any_algorithm(monkeypatch):
     import iosim.analysis.analyze as analyze_module
     calls = []
     monkeypatch.setattr(analyze_module, "analyze", lambda *a, **k: calls.append(a))
-    # standard at N = 2^20 has 262,150 tile classes (> 262,144); fa2 alone would be accepted
-    r = run("compare", "--algos", "fa2,standard", "--seq", str(2 ** 20), "--heads", "1",
-            "--head-dim", "32")
-    assert r.exit_code == 2 and "262,150 distinct CTA programs" in r.output
+    # standard at N = 65,536 with 64 heads: per head 256·512 QKᵀ tiles (256×128) + 16,384
+    # softmax CTAs (4 rows) + 256 PV tiles = 147,712; ×64 = 9,453,568 > the simulator's
+    # 8,388,608. fa2 (512 Q blocks × 64 heads = 32,768 CTAs) alone would be accepted
+    r = run("compare", "--algos", "fa2,standard", "--seq", "65536", "--heads", "64")
+    assert r.exit_code == 2
+    assert "launches 9,453,568 CTAs, above the simulator's limit of 8,388,608" in r.output
     assert calls == []
