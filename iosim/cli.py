@@ -7,7 +7,7 @@ import sys
 import click
 
 from .errors import IosimError
-from .limits import LIMITS_HELP
+from .limits import LIMITS_HELP, preflight
 from .options import (ALGO_OPTION, ALGOS_OPTION, IosimGroup, algorithm_list, check_output,
                       problem_options, resolve, say_warnings, use, write_output)
 from .options import algorithm as pick_algorithm
@@ -125,6 +125,8 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     names = algorithm_list(algos, r.scenario)
     if r.problem.direction != "fwd" and algos is None:
         names = [n for n in names if n != "fa3"]      # FA-3 is forward only
+    for n in names:                                   # every algorithm checked before any runs
+        preflight(r.problem, r.gpu, n, model, sim_mode, **r.tiling)
     from .progress import Progress
     bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
     results = []

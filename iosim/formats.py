@@ -17,7 +17,6 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, Stric
 from .errors import IosimError
 from .problem import DIRECTIONS, DTYPE_BYTES
 
-PositiveInt = StrictInt
 Dtype = Literal[tuple(DTYPE_BYTES)]            # type: ignore[valid-type]
 Direction = Literal[tuple(DIRECTIONS)]         # type: ignore[valid-type]
 
@@ -70,12 +69,12 @@ class ProblemFields(BaseModel):
     """The problem vocabulary as it appears in files (AttentionProblem's field names)."""
 
     model_config = ConfigDict(extra="forbid")
-    batch: Optional[PositiveInt] = Field(default=None, gt=0)
-    heads_q: Optional[PositiveInt] = Field(default=None, gt=0)
-    heads_kv: Optional[PositiveInt] = Field(default=None, gt=0)
-    seq_q: Optional[PositiveInt] = Field(default=None, gt=0)
-    seq_kv: Optional[PositiveInt] = Field(default=None, gt=0)
-    head_dim: Optional[PositiveInt] = Field(default=None, gt=0)
+    batch: Optional[StrictInt] = Field(default=None, gt=0)
+    heads_q: Optional[StrictInt] = Field(default=None, gt=0)
+    heads_kv: Optional[StrictInt] = Field(default=None, gt=0)
+    seq_q: Optional[StrictInt] = Field(default=None, gt=0)
+    seq_kv: Optional[StrictInt] = Field(default=None, gt=0)
+    head_dim: Optional[StrictInt] = Field(default=None, gt=0)
     dtype: Optional[Dtype] = None
     causal: Optional[StrictBool] = None
     direction: Optional[Direction] = None
@@ -83,10 +82,10 @@ class ProblemFields(BaseModel):
 
 class TilingFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    block_q: Optional[PositiveInt] = Field(default=None, gt=0)
-    block_kv: Optional[PositiveInt] = Field(default=None, gt=0)
-    stages: Optional[PositiveInt] = Field(default=None, gt=0)
-    warps: Optional[PositiveInt] = Field(default=None, gt=0)
+    block_q: Optional[StrictInt] = Field(default=None, gt=0)
+    block_kv: Optional[StrictInt] = Field(default=None, gt=0)
+    stages: Optional[StrictInt] = Field(default=None, gt=0)
+    warps: Optional[StrictInt] = Field(default=None, gt=0)
 
 
 def _known_algorithm(name: str) -> str:

@@ -50,7 +50,7 @@ def check_problem(problem, gpu) -> None:
 
 
 def schedule_size(schedule) -> dict:
-    """Tile classes, CTAs and (for the exact mode) tile operations of a schedule."""
+    """Tile classes and CTAs of a schedule (summed over its kernels)."""
     classes = sum(len(k.classes) for k in schedule.kernels)
     ctas = sum(k.num_ctas for k in schedule.kernels)
     return {"classes": classes, "ctas": ctas}
@@ -83,3 +83,16 @@ def check_schedule(schedule, model: str = "roofline", sim_mode: str = "fast") ->
         raise LimitError(
             f"{what} launches {size['ctas']:,} CTAs, above the simulator's limit of "
             f"{MAX_SIM_CTAS:,}; use --model roofline, or fewer batch, heads or seq")
+
+
+def preflight(problem, gpu, algorithm: str, model: str = "roofline", sim_mode: str = "fast",
+              **tiling):
+    """What analyze() would refuse, found without counting or simulating (for commands that
+    run several analyses: each is checked before the first one starts). Returns the schedule."""
+    from .algorithms import build_schedule
+    from .hardware import load_gpu
+    gpu = load_gpu(gpu)
+    check_problem(problem, gpu)
+    schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    check_schedule(schedule, model, sim_mode)
+    return schedule

@@ -20,9 +20,9 @@ from .algorithms import ALGORITHMS, DECODE_KEYS
 from .algorithms import TILING_KEYS as PASS_TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
-from .limits import MAX_SEQ, MAX_SIM_CTAS
+from .limits import MAX_SEQ
 from .problem import (DIRECTIONS, DTYPE_BYTES, PAGE_LAYOUTS, PROBLEM_DEFAULTS, PROBLEM_KEYS,
-                      AttentionProblem)
+                      SUPPORTED_HEAD_DIMS, AttentionProblem)
 
 DEFAULT_GPU = "h100"
 DEFAULT_ALGORITHM = "fa2"
@@ -67,23 +67,24 @@ ALGO_OPTION = option("--algo", "algorithm",
 ALGOS_OPTION = option("--algos", help=f"Comma-separated algorithms from {', '.join(ALGORITHMS)} "
                                       f"[{','.join(DEFAULT_ALGORITHMS)}].")
 
-# keyed by AttentionProblem field (problem.PROBLEM_KEYS)
+# keyed by AttentionProblem field (problem.PROBLEM_KEYS); defaults shown are AttentionProblem's
+D = PROBLEM_DEFAULTS
 PROBLEM_OPTIONS = {
-    "batch": option("--batch", type=POSITIVE, help="Batch size [1]."),
-    "heads_q": option("--heads", "heads_q", type=POSITIVE, help="Query heads [32]."),
+    "batch": option("--batch", type=POSITIVE, help=f"Batch size [{D['batch']}]."),
+    "heads_q": option("--heads", "heads_q", type=POSITIVE, help=f"Query heads [{D['heads_q']}]."),
     "heads_kv": option("--kv-heads", "heads_kv", type=POSITIVE,
                        help="KV heads (GQA/MQA), dividing heads [= heads]."),
     "seq_q": option("--seq", "seq_q", type=SEQ,
-                    help="Sequence length (queries) [4096]."),
+                    help=f"Sequence length (queries) [{D['seq_q']}]."),
     "seq_kv": option("--seq-kv", "seq_kv", type=SEQ,
                      help="KV sequence length [= seq]."),
     "head_dim": option("--head-dim", "head_dim", type=POSITIVE,
-                       help="Head dimension: 32, 64, 96, 128, 192 or 256 [128]."),
+                       help=f"Head dimension: {', '.join(map(str, SUPPORTED_HEAD_DIMS))} [{D['head_dim']}]."),
     "dtype": option("--dtype", type=click.Choice(list(DTYPE_BYTES)),
-                    help="[fp16]; fp8 is forward only."),
+                    help=f"[{D['dtype']}]; fp8 is forward only."),
     "causal": option("--causal/--no-causal", default=None,
                      help="Causal mask, bottom-right aligned when seq-kv ≠ seq [no]."),
-    "direction": option("--direction", type=click.Choice(list(DIRECTIONS)), help="[fwd]"),
+    "direction": option("--direction", type=click.Choice(list(DIRECTIONS)), help=f"[{D['direction']}]"),
     # KV cache (decode and serving: iosim/algorithms/kvcache.py, flash_decoding.py)
     "seq_kv_list": option("--seq-kv-list", "seq_kv_list", callback=_int_list,
                           help="Per-request KV lengths, comma-separated, one per batch entry "
@@ -127,18 +128,14 @@ OUTPUT_OPTIONS = {
 }
 
 
-def use(*groups, replace: dict | None = None, only: tuple | None = None):
-    """A decorator adding the options of `groups` (single options or dicts of them) in order.
-    replace: {name: option or None} swaps or drops an entry; only: keep these names."""
-    replace = replace or {}
+def use(*groups, only: tuple | None = None):
+    """A decorator adding the options of `groups` (single options or dicts of them) in order;
+    `only` keeps the named entries of the dicts (single options are always kept)."""
     entries = []
     for g in groups:
         items = g.items() if isinstance(g, dict) else [(None, g)]
         for name, opt in items:
-            if only is not None and name is not None and name not in only:
-                continue
-            opt = replace.get(name, opt) if name in replace else opt
-            if opt is not None:
+            if only is None or name is None or name in only:
                 entries.append(opt)
 
     def deco(f):

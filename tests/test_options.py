@@ -136,3 +136,16 @@ def test_former_defects_exit_2_with_one_line_and_write_nothing(tmp_path, monkeyp
     assert r.exit_code == 2
     assert fragment in r.output and len(r.output.strip().splitlines()) == 1
     assert os.listdir(tmp_path) == []
+
+
+def test_compare_refuses_before_analyzing_any_algorithm(monkeypatch):
+    import iosim.analysis.analyze as analyze_module
+    calls = []
+    monkeypatch.setattr(analyze_module, "analyze", lambda *a, **k: calls.append(a))
+    # standard at N = 65,536 with 64 heads: per head 256·512 QKᵀ tiles (256×128) + 16,384
+    # softmax CTAs (4 rows) + 256 PV tiles = 147,712; ×64 = 9,453,568 > the simulator's
+    # 8,388,608. fa2 (512 Q blocks × 64 heads = 32,768 CTAs) alone would be accepted
+    r = run("compare", "--algos", "fa2,standard", "--seq", "65536", "--heads", "64")
+    assert r.exit_code == 2
+    assert "launches 9,453,568 CTAs, above the simulator's limit of 8,388,608" in r.output
+    assert calls == []

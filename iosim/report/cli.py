@@ -85,22 +85,18 @@ def resolve_report(kw: dict) -> dict:
 def check_report_limits(r: dict, model: str, sim_mode: str, sim_max_ctas: int) -> None:
     """Refuse, before any work, a report with a point beyond a size limit (docs/limits.md).
     A tiling that does not fit one algorithm is not refused: its panels say so."""
-    from ..algorithms import build_schedule
-    from ..limits import check_problem, check_schedule, schedule_size
+    from ..limits import check_schedule, preflight, schedule_size
     for n in r["seqs"]:
         p = r["problem"].with_(seq_q=n, seq_kv=n)
-        check_problem(p, r["gpu"])
         for algo in r["algorithms"]:
             try:
-                schedule = build_schedule(p, r["gpu"], algo, **r["tiling"])
+                schedule = preflight(p, r["gpu"], algo, **r["tiling"])
             except LimitError:
                 raise
             except IosimError:
                 continue
-            point_model = model
-            if model == "sim" and schedule_size(schedule)["ctas"] > sim_max_ctas:
-                point_model = "roofline"          # as the sweep does
-            check_schedule(schedule, point_model, sim_mode)
+            if model == "sim" and schedule_size(schedule)["ctas"] <= sim_max_ctas:
+                check_schedule(schedule, model, sim_mode)   # larger ones use the roofline
 
 
 @click.command("report", help="Write one self-contained HTML report: roofline, bytes vs N and "

@@ -33,7 +33,7 @@ def teach(ctx, section, html_path, force, seed, **kw):
     from ..limits import check_problem
     from .lesson import lesson_text, resolve_section
     r = resolve(kw)
-    check_problem(r.problem, load_gpu(r.gpu))
+    check_problem(r.problem.with_(direction="bwd"), load_gpu(r.gpu))   # the lesson derives bwd
     sections = [resolve_section(section)] if section else None
     if html_path:
         if section:
