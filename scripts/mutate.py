@@ -375,7 +375,9 @@ def run_mutant(copy: Path, m: Mutant, target: Target) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", action="append", help="run only these targets")
-    ap.add_argument("--only", help="run only mutants whose name contains this text")
+    ap.add_argument("--only", action="append",
+                    help="run only mutants whose name contains this text (repeatable)")
+    ap.add_argument("--kinds", help="run only these kinds (comma-separated: op,drop,const,...)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--json", help="write every result to this file")
     ap.add_argument("--bytes", action="store_true",
@@ -384,8 +386,10 @@ def main(argv=None) -> int:
     OPTIONS["bytes"] = args.bytes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # clean up the copy when stopped
     targets = [t for t in TARGETS if not args.target or t.name in args.target]
+    kinds = set(args.kinds.split(",")) if args.kinds else None
     todo = [(t, m) for t in targets for m in generate(t)
-            if not args.only or args.only in m.name]
+            if (not args.only or any(o in m.name for o in args.only))
+            and (kinds is None or m.name.rsplit(":", 1)[1] in kinds)]
     if args.list:
         for _, m in todo:
             print(f"{m.name}: {m.old!r} -> {m.new!r}")
