@@ -80,6 +80,15 @@ def test_lru_keeps_no_more_than_its_capacity_even_with_two_lines():
     assert lru.lookup("a") is None and lru.used_bytes == 60
 
 
+def test_lru_holds_a_line_larger_than_itself_until_the_next_insert():
+    # the line in use stays (a cache never evicts what it is filling); the next insert evicts it
+    lru = TileLru(50)
+    assert lru.insert("a", 100, True, 0.0) == 0
+    assert lru.lookup("a") is not None and lru.used_bytes == 100
+    assert lru.insert("b", 10, False, 0.0) == 100
+    assert lru.lookup("a") is None and lru.used_bytes == 10
+
+
 def test_ncu_invalidation_drops_dirty_lines_without_counting_them():
     mem = memory()
     mem.store(("O", 0), "O", 100, False, 0.0)
