@@ -73,6 +73,15 @@ def test_storing_to_a_clean_line_makes_it_dirty():
     assert mem.counters.dram_write_bytes == 100
 
 
+def test_a_differently_sized_write_to_a_line_resizes_it():
+    mem = memory()
+    mem.store(("O", 0), "O", 100, False, 0.0)
+    mem.store(("O", 0), "O", 60, False, 10.0)
+    assert mem.l2.used_bytes == 60
+    mem.flush()
+    assert mem.counters.dram_write_bytes == 60
+
+
 def test_lru_keeps_no_more_than_its_capacity_even_with_two_lines():
     lru = TileLru(100)
     lru.insert("a", 60, True, 0.0)
