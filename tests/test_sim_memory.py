@@ -49,6 +49,8 @@ def test_an_atomic_store_that_misses_reads_the_line_from_dram_first():
     assert mem.store(("dQ", 0), "dQ", 100, True, 40.0) == pytest.approx(41.0)
     assert mem.counters.dram_read_bytes == 100
     assert mem.dram_server.free_s == pytest.approx(50.0)          # 10 s of DRAM transfer
+    # a load of the line waits until the old value has arrived (50 s + 1 s latency)
+    assert mem.load(("dQ", 0), "dQ", 100, 42.0) == pytest.approx(51.5)
     assert mem.store(("dQ", 0), "dQ", 100, True, 60.0) == pytest.approx(61.0)   # now a hit
     assert mem.counters.dram_read_bytes == 100
 
