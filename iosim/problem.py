@@ -86,9 +86,10 @@ class AttentionProblem:
         if not isinstance(self.prefix_len, int) or isinstance(self.prefix_len, bool) \
                 or self.prefix_len < 0:
             raise IosimError(f"prefix-len must be a non-negative integer, got {self.prefix_len!r}")
-        if self.prefix_len > min(self.kv_lengths):
+        shortest = min(n for n, _count in self.kv_length_counts)
+        if self.prefix_len > shortest:
             raise IosimError(f"prefix-len {self.prefix_len} is longer than the KV length "
-                             f"{min(self.kv_lengths)}")
+                             f"{shortest}")
         if self.prefix_len and self.causal and self.seq_q > 1:
             raise IosimError("prefix-len with causal multi-token queries is not modelled; "
                              "use --no-causal or --seq 1")
@@ -101,6 +102,17 @@ class AttentionProblem:
         if self.page_layout not in PAGE_LAYOUTS:
             raise IosimError(f"unknown page layout {self.page_layout!r}; choose one of: "
                              f"{', '.join(PAGE_LAYOUTS)}")
+
+    @property
+    def kv_length_counts(self) -> tuple:
+        """(KV length, requests with it) pairs in first-seen order: sums over the batch cost
+        the distinct lengths, not the batch size (a batch of 10⁹ equal requests is one pair)."""
+        if self.seq_kv_list is None:
+            return ((self.seq_kv, self.batch),)
+        counts: dict = {}
+        for n in self.seq_kv_list:
+            counts[n] = counts.get(n, 0) + 1
+        return tuple(counts.items())
 
     @property
     def kv_lengths(self) -> tuple:
@@ -143,7 +155,8 @@ class AttentionProblem:
     def kv_tokens_stored(self) -> int:
         """KV positions held in memory per KV head: every request's own tokens, plus the shared
         prefix once."""
-        return sum(self.kv_lengths) - (self.batch - 1) * self.prefix_len
+        return (sum(n * count for n, count in self.kv_length_counts)
+                - (self.batch - 1) * self.prefix_len)
 
     def kv_bytes(self) -> int:
         """Bytes of K plus V (a shared prefix counted once)."""

@@ -155,3 +155,15 @@ def test_serving_scenario_stores_the_system_prompt_once():
     p = resolve({"scenario": "serving-shared-prompt-2k"}).problem
     assert p.prefix_len == 2048 and len(p.seq_kv_list) == 32
     assert p.kv_tokens_stored() == sum(p.seq_kv_list) - 31 * 2048
+
+
+def test_a_huge_uniform_batch_costs_one_length_not_one_per_request():
+    # 10⁹ requests of 1,024 keys: the problem, its floor and FA-1's bound are sums over the
+    # distinct KV lengths (one), so none of them builds a 10⁹-entry sequence
+    from iosim.analysis.bounds import io_bounds
+    p = AttentionProblem(batch=10 ** 9, heads_q=1, seq_q=1, seq_kv=1024, head_dim=64)
+    assert p.kv_length_counts == ((1024, 10 ** 9),)
+    assert p.kv_tokens_stored() == 1024 * 10 ** 9
+    b = io_bounds(p, 233_472)
+    # floor: Q (1 row) + K + V (1,024 rows each) + O (1 row), 64 fp16 elements per row
+    assert b.compulsory_bytes == 10 ** 9 * (1 + 2 * 1024 + 1) * 64 * 2

@@ -318,16 +318,21 @@ def combine_program(problem, pl: Plan, t: Tiling, b: int, hk: int, m: int,
 
 def _batch_classes(problem) -> list:
     """Requests grouped by KV length (their programs have equal totals): [(first b, count)]."""
+    if problem.seq_kv_list is None:
+        return [(0, problem.batch)]
     seen: dict = {}
     for b, n in enumerate(problem.kv_lengths):
         seen.setdefault(n, [b, 0])[1] += 1
     return [tuple(v) for v in seen.values()]
 
 
-def _group_of_request(problem, groups: list) -> list:
-    """Index into `groups` (_batch_classes) of every request's KV-length group."""
+def _group_of_request(problem, groups: list):
+    """request b → index into `groups` (_batch_classes) of its KV-length group."""
+    if len(groups) == 1:
+        return lambda b: 0
     index = {problem.kv_lengths[b]: i for i, (b, _count) in enumerate(groups)}
-    return [index[n] for n in problem.kv_lengths]
+    of = [index[n] for n in problem.kv_lengths]
+    return of.__getitem__
 
 
 def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
@@ -348,7 +353,7 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
 
     def class_of(cta: int) -> int:
         k, y, b = grid_index(cta, grid)
-        return (group_of[b] * pl.n_m + y % pl.n_m) * pl.splits + k
+        return (group_of(b) * pl.n_m + y % pl.n_m) * pl.splits + k
     period = grid[0] * grid[1] if len(groups) == 1 else grid[0] * grid[1] * grid[2]
     return Kernel(name="fd_split", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
                                                  fwd_registers(t, d)),

@@ -71,7 +71,7 @@ def necessary_bytes(problem) -> dict:
     seq_kv attend nothing and need no Q read."""
     from .tensors import tensor_bytes as tb
     p = problem
-    q_rows = sum(min(p.seq_q, n) if p.causal else p.seq_q for n in p.kv_lengths)
+    q_rows = sum(c * (min(p.seq_q, n) if p.causal else p.seq_q) for n, c in p.kv_length_counts)
     q = q_rows * p.heads_q * p.head_dim * p.elem_bytes
     kv = sum(tb(p, t) for t in ("K", "V", "K_prefix", "V_prefix"))
     read, write = q + kv, tb(p, "O")
@@ -119,12 +119,11 @@ def io_bounds(problem, sram_bytes: int) -> IoBounds:
     d = problem.head_dim
     N = max(problem.seq_q, problem.seq_kv)
     pairs = problem.attended_pairs_total() * problem.heads_q
-    n_heads = problem.batch * problem.heads_q
     floor = necessary_bytes(problem.with_(direction="fwd"))["total_bytes"]
     theta = min(pairs * d / math.sqrt(M), pairs * d * d / M) * eb
     _, bc = fa1_block_sizes(M, d)
-    fa1 = sum(2 * n * d + 3 * problem.seq_q * d * math.ceil(n / bc)
-              for n in problem.kv_lengths) * eb * problem.heads_q
+    fa1 = sum(c * (2 * n * d + 3 * problem.seq_q * d * math.ceil(n / bc))
+              for n, c in problem.kv_length_counts) * eb * problem.heads_q
     return IoBounds(
         sram_elements=M,
         compulsory_bytes=floor,
