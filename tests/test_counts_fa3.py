@@ -34,14 +34,17 @@ def test_forward_totals_equal_the_closed_form(p):
     assert got.exp == heads * int(vis.sum()) * (br * bc + br)
 
 
-@pytest.mark.parametrize("d,tile,threads", [(64, (192, 128), 512), (128, (128, 128), 384),
-                                            (256, (128, 80), 384)])
-def test_default_tiles_and_warpgroups(d, tile, threads):
+# stages: the project's FA-3 kernel at d 128 starves a 2-stage K/V ring (H200: 0.75-0.84x
+# cuDNN with 2 stages, 0.98-1.06x with 3; benchmarks/results/fa3_NOTES.md), so d 97..128 use 3
+@pytest.mark.parametrize("d,tile,threads,stages", [(64, (192, 128), 512, 2),
+                                                   (128, (128, 128), 384, 3),
+                                                   (256, (128, 80), 384, 2)])
+def test_default_tiles_and_warpgroups(d, tile, threads, stages):
     k = build_schedule(AttentionProblem(head_dim=d), H100, "fa3").kernels[0]
     t = build_schedule(AttentionProblem(head_dim=d), H100, "fa3").tiling["fwd"]
     assert (t.block_q, t.block_kv) == tile
     assert k.launch.threads_per_cta == threads
-    assert k.pipeline.warp_specialized and k.pipeline.intra_overlap and k.pipeline.stages == 2
+    assert k.pipeline.warp_specialized and k.pipeline.intra_overlap and k.pipeline.stages == stages
     assert k.pipeline.consumer_warpgroups == threads // 128 - 1
     assert k.launch.registers_per_thread * threads <= H100.registers_per_sm
 

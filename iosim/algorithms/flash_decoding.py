@@ -359,7 +359,7 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
                                                  fwd_registers(t, d)),
                   program=program, classes=classes, class_of=class_of, class_period=period,
                   cta_coord=lambda cta: grid_index(cta, grid),
-                  pipeline=Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+                  pipeline=Pipeline(stages=t.stages, mma_instruction="mma_sync"),
                   coord_names=("split", "kv_head_x_q_tile", "batch"))
 
 
@@ -454,7 +454,7 @@ def prefix_kernel(problem, t: Tiling, pp: PrefixPlan) -> Kernel:
                   program=program, classes=classes, class_of=class_of,
                   class_period=grid[0] * grid[1] * grid[2],
                   cta_coord=lambda cta: grid_index(cta, grid),
-                  pipeline=Pipeline(stages=t.stages, async_copy=True, mma_instruction="mma_sync"),
+                  pipeline=Pipeline(stages=t.stages, mma_instruction="mma_sync"),
                   coord_names=("split", "kv_head_x_q_tile", "request_group"))
 
 
