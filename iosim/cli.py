@@ -201,23 +201,50 @@ def scenarios():
         click.echo(f"{name:<28} {load_scenario(name).get('description', '')}")
 
 
+def _breakdown_lines(a) -> str:
+    """`iosim run`'s time breakdown by mechanism (machine.time_breakdown)."""
+    b = a.time_breakdown
+    if not b:
+        return ""
+    ms = lambda v: f"{v * 1e3:.3f} ms"  # noqa: E731
+    return ("\ntime by mechanism (units overlap; per-SM busy time averaged over SMs)\n"
+            f"  MMA at the instruction's rate   {ms(b['mma_s'])}\n"
+            f"  MMA operand reads (ldmatrix)    {ms(b['mma_operand_reads_s'])}\n"
+            f"  softmax exp                     {ms(b['exp_s'])}\n"
+            f"  other elementwise (ALU)         {ms(b['alu_s'])}\n"
+            f"  L2 / DRAM transfer              {ms(b['l2_s'])} / {ms(b['dram_s'])}\n"
+            f"  launches                        {ms(b['launch_s'])}\n"
+            f"  not covered by any unit         {ms(b['unhidden_s'])} (tail waves, prologue/"
+            f"epilogue, pipeline fill, waits)\n")
+
+
 @main.command()
 @click.option("--algo", "algorithm", help="standard, fa1, fa2, fa3 [fa2].")
+@click.option("--no-warp-specialization", "no_ws", is_flag=True,
+              help="Ablation: no producer warpgroup (FA-3).")
+@click.option("--no-intra-overlap", "no_intra", is_flag=True,
+              help="Ablation: no intra-warpgroup softmax/GEMM overlap (FA-3).")
+@click.option("--no-pingpong", "no_pingpong", is_flag=True,
+              help="Ablation: consumer warpgroups in lockstep, no ping-pong (FA-3).")
 @problem_options
-def run(algorithm, fmt, output, force, model, sim_mode, l2_samples, **kw):
+def run(algorithm, no_ws, no_intra, no_pingpong, fmt, output, force, model, sim_mode,
+        l2_samples, **kw):
     """Analyze one attention problem with one algorithm on one GPU."""
     from .analysis.analyze import analyze
     from .report.text import analysis_table
     problem, gpu, scen, tiling = resolve(kw)
     algorithm = algorithm or scen.get("algorithm", "fa2")
+    ablation = {k: False for k, off in (("warp_specialization", no_ws),
+                                        ("intra_overlap", no_intra),
+                                        ("pingpong", no_pingpong)) if off}
     a = analyze(problem, gpu, algorithm, model=model, sim_mode=sim_mode,
-                l2_samples=l2_samples, **tiling)
+                l2_samples=l2_samples, ablation=ablation, **tiling)
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)
     elif fmt == "csv":
         text = to_csv([a.to_dict()])
     else:
-        text = analysis_table(a)
+        text = analysis_table(a) + _breakdown_lines(a)
     emit(text, output, force)
 
 

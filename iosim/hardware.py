@@ -57,7 +57,14 @@ class GpuSpec(BaseModel):
     dram_capacity_bytes: int = Field(gt=0)
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
     dram_latency_s: float = Field(gt=0)
+    # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
+    # when an achievable rate is given
     tensor_flops_per_s: TensorRates
+    # achievable dense rate of the GPU's best MMA path (cuBLAS-class GEMM), measured or from a
+    # published microbenchmark; the rate every prediction uses. None: the datasheet peak
+    tensor_flops_per_s_achievable: Optional[TensorRates] = None
+    # whether mma.sync's ldmatrix shared-memory operand reads overlap the MMAs (machine.MmaCost)
+    mma_sync_operands_overlap: bool = False
     # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s
     # (the rate of the GPU's best MMA instruction: wgmma on Hopper); 1 where there is no wgmma
     tensor_mma_sync_fraction: float = Field(gt=0, le=1)
@@ -70,11 +77,12 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_figure_has_a_source(self):
         figures = [k for k in type(self).model_fields
-                   if k not in ("name", "short_name", "sources", "features")]
+                   if k not in ("name", "short_name", "sources", "features")
+                   and getattr(self, k) is not None]
         missing = [k for k in figures if not self.sources.get(k, "").strip()]
         if missing:
             raise ValueError(f"no source given for: {', '.join(missing)}")
-        unknown = sorted(set(self.sources) - set(figures))
+        unknown = sorted(set(self.sources) - set(type(self).model_fields))
         if unknown:
             raise ValueError(f"sources names unknown figures: {', '.join(unknown)}")
         if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
@@ -83,6 +91,16 @@ class GpuSpec(BaseModel):
 
     # ---- derived rates -------------------------------------------------------------
     def tensor_rate(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s the model predicts with: the achievable rate where the
+        config gives one, else the datasheet peak."""
+        rates = self.tensor_flops_per_s_achievable or self.tensor_flops_per_s
+        rate = getattr(rates, dtype, None)
+        if rate is None:
+            raise IosimError(f"{self.name} has no {dtype} tensor cores")
+        return rate
+
+    def tensor_peak_rate(self, dtype: str) -> float:
+        """The datasheet's dense tensor-core FLOP/s."""
         rate = getattr(self.tensor_flops_per_s, dtype, None)
         if rate is None:
             raise IosimError(f"{self.name} has no {dtype} tensor cores")

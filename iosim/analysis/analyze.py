@@ -53,6 +53,8 @@ class Analysis:
     dram_read_bytes: int
     dram_write_bytes: int
     dram_source: str
+    ablation: dict | None = None       # features switched off (iosim.ablation); None: none
+    time_breakdown: dict | None = None  # predicted seconds by mechanism (machine.time_breakdown)
 
     @property
     def achieved_tflops(self) -> float:
@@ -86,6 +88,9 @@ class Analysis:
             "bound_by": self.bound_by,
             "achieved_tflops": self.achieved_tflops,
         }
+        out["ablation"] = self.ablation or {}
+        if self.time_breakdown is not None:
+            out["time_breakdown"] = self.time_breakdown
         if self.simulation is not None:
             out["simulation"] = self.simulation.to_dict()
         return out
@@ -115,7 +120,8 @@ def _simulate(schedule, gpu, mode, l2_samples=None):
 
 
 def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
-            sim_mode: str = "fast", l2_samples: int | None = None, **tiling) -> Analysis:
+            sim_mode: str = "fast", l2_samples: int | None = None,
+            ablation: dict | None = None, **tiling) -> Analysis:
     """Build the schedule, count it, bound it, put it on the roofline and (model='sim')
     simulate it. l2_samples: the fast mode's L2 replay budget (None: its default)."""
     from ..errors import IosimError
@@ -123,6 +129,14 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         raise IosimError(f"unknown model {model!r}; choose from: {', '.join(MODELS)}")
     gpu = load_gpu(gpu)
     schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    ablation = {k: bool(v) for k, v in (ablation or {}).items()}
+    if ablation:
+        from ..ablation import SWITCHES, ablate
+        unknown = sorted(set(ablation) - set(SWITCHES))
+        if unknown:
+            raise IosimError(f"unknown ablation switch(es): {', '.join(unknown)}; "
+                             f"choose from: {', '.join(SWITCHES)}")
+        schedule = ablate(schedule, **ablation)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
     sim = _simulate(schedule, gpu, sim_mode, l2_samples) if model == "sim" else None
@@ -154,4 +168,12 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         counters=counters, bounds=bounds, roofline=roof, simulation=sim,
         model=model if sim is not None else "roofline", predicted_time_s=predicted,
         bound_by=bound_by, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
-        dram_source=dram_source)
+        dram_source=dram_source, ablation=ablation,
+        time_breakdown=_breakdown(schedule, gpu, sim))
+
+
+def _breakdown(schedule, gpu, sim):
+    if sim is None:
+        return None
+    from ..machine import time_breakdown
+    return time_breakdown(schedule, gpu, sim)
