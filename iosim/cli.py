@@ -184,13 +184,17 @@ def gpus(fmt):
     if fmt == "json":
         click.echo(json.dumps([s.model_dump() for s in specs], indent=2))
         return
-    head = f"{'config':<28} {'short':<16} {'SMs':>4} {'DRAM':>10} {'L2':>9} {'smem/SM':>8} {'fp16 dense':>11} {'exp/s':>9}"
+    head = (f"{'config':<28} {'short':<16} {'SMs':>4} {'DRAM':>10} {'L2':>9} {'smem/SM':>8} "
+            f"{'fp16 peak':>10} {'achievable':>10} {'exp/s':>9}")
     click.echo(head)
     for n, s in zip(available_gpus(), specs):
         click.echo(f"{n:<28} {s.short_name:<16} {s.sm_count:>4} "
                    f"{s.dram_bandwidth_bytes_per_s / 1e12:>6.2f} TB/s {s.l2_capacity_bytes / 2**20:>5.0f} MiB "
-                   f"{s.shared_memory_per_sm_bytes / 1024:>4.0f} KiB {s.tensor_flops_per_s.fp16 / 1e12:>6.0f} TF/s "
-                   f"{s.exp_per_s / 1e12:>5.2f} T")
+                   f"{s.shared_memory_per_sm_bytes / 1024:>4.0f} KiB {s.tensor_peak_rate('fp16') / 1e12:>5.0f} TF/s "
+                   f"{s.tensor_rate('fp16') / 1e12:>5.0f} TF/s {s.exp_per_s / 1e12:>5.2f} T")
+    click.echo("fp16 peak: datasheet, dense; achievable: what predictions use, at the config's "
+               "clock_hz (GPUs with a power_capped_clock run tensor-heavy kernels slower); "
+               "sources: iosim gpus --format json")
 
 
 @main.command()

@@ -46,6 +46,10 @@ class SmRates:
 
 # default of GpuSpec.mma_sync_operands_overlap (kept for importers; the GPU config decides)
 MMA_SYNC_OPERANDS_OVERLAP = False
+# warp-instruction dispatch per SM: 4 sub-partitions x 1 instruction of 32 lanes per clock
+ISSUE_LANES_PER_CLOCK_PER_SM = 128
+# whether elementwise instructions hold the SM's MMA stream for their issue cycles (MmaCost)
+ELEMENTWISE_BLOCKS_MMA = True
 # Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
 A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
 
@@ -90,7 +94,7 @@ class MmaCost:
       sourced per architecture; docs/validation.md)."""
 
     __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
-                 "overlap")
+                 "overlap", "issue_work_per_op")
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
         instr = getattr(pipeline, "mma_instruction", "wgmma")
@@ -102,6 +106,15 @@ class MmaCost:
         self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
         self.memo: dict = {}
         self.overlap = bool(getattr(gpu, "mma_sync_operands_overlap", MMA_SYNC_OPERANDS_OVERLAP))
+        # issue-slot sharing: every elementwise instruction (one per Exp/Alu element) takes a
+        # dispatch slot of its SM sub-partition (4 sub-partitions x 1 warp instruction of 32
+        # lanes per clock: CUDA C++ Programming Guide, SM architecture of CC 8.x/9.x) and the
+        # register-file ports the MMA datapath also uses (mma.sync operands and accumulators;
+        # wgmma's register accumulators and register-sourced A), so the SM's MMA stream does
+        # not advance during it. In wgmma-FLOP equivalents of the tensor server:
+        # wgmma rate / (128 lanes x clock). ELEMENTWISE_BLOCKS_MMA switches it off.
+        self.issue_work_per_op = (wgmma_rate / (ISSUE_LANES_PER_CLOCK_PER_SM * gpu.clock_hz)
+                                  if ELEMENTWISE_BLOCKS_MMA else 0.0)
 
     def operand_bytes(self, op) -> int:
         """Shared-memory bytes the CTA reads for one Mma's operands."""

@@ -115,8 +115,10 @@ def _simulate(schedule, gpu, mode, l2_samples=None):
         from ..sim import simulate
     except ImportError:  # the simulator is optional until it lands
         return None
-    return simulate(schedule, gpu, mode=mode,
-                    **({"l2_sample_budget": l2_samples} if l2_samples else {}))
+    from ..clock import sustained_simulation
+    result, _at = sustained_simulation(schedule, gpu, mode=mode,
+                                       **({"l2_sample_budget": l2_samples} if l2_samples else {}))
+    return result
 
 
 def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",

@@ -117,14 +117,15 @@ def _predict_one(job: tuple) -> dict:
     """Simulate one configuration: warm time, ncu-protocol bytes (runs in a worker process)."""
     from ..algorithms import build_schedule
     from ..problem import AttentionProblem
-    from ..sim import simulate
+    from ..clock import sustained_simulation
     problem_kw, algorithm, gpu = job
     schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm)
-    r = simulate(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
+    r, at = sustained_simulation(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
+    gpu = at
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
             "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
             "kernels": [(k.name, k.time_s) for k in r.kernels],
-            "breakdown": _breakdown(schedule, gpu, r)}
+            "breakdown": _breakdown(schedule, gpu, r), "clock_hz": at.clock_hz}
 
 
 def _breakdown(schedule, gpu, result) -> dict | None:
