@@ -118,8 +118,9 @@ def _predict_one(job: tuple) -> dict:
     from ..algorithms import build_schedule
     from ..problem import AttentionProblem
     from ..clock import sustained_simulation
-    problem_kw, algorithm, gpu = job
-    schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm)
+    problem_kw, algorithm, gpu, *rest = job
+    tiling = rest[0] if rest else {}
+    schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm, **tiling)
     r, at = sustained_simulation(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
     gpu = at
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
@@ -134,6 +135,28 @@ def _breakdown(schedule, gpu, result) -> dict | None:
     except ImportError:
         return None
     return time_breakdown(schedule, gpu, result)
+
+
+def implementation_tiling(cfg: dict, gpu) -> dict:
+    """The tile configuration an external implementation launches, where it differs from the
+    schedule's default: torch's flash back end (FlashAttention-2's kernels) forward picks
+    128×128 / 4 warps at d ≤ 64, 128×64 / 4 warps at d ≤ 128 on sm90, and at d = 256
+    128×64 / 8 warps when an SM's shared memory is below 4·d·(64 + 2·64) bytes (A100), else
+    64×64 / 4 warps (H100/H200) (flash-attention, csrc/flash_attn/src/
+    flash_fwd_launch_template.h, run_mha_fwd_hdim*). The backward keeps the schedule's."""
+    if cfg.get("impl") != "torch_flash" or cfg.get("direction", "fwd") != "fwd":
+        return {}
+    from ..hardware import load_gpu
+    d = int(cfg["head_dim"])
+    if d <= 64:
+        return {"block_q": 128, "block_kv": 128, "warps": 4}
+    if d <= 128:
+        return {"block_q": 128, "block_kv": 64, "warps": 4}
+    if d == 256:
+        if load_gpu(gpu).shared_memory_per_sm_bytes < 4 * d * (64 + 2 * 64):
+            return {"block_q": 128, "block_kv": 64, "warps": 8}
+        return {"block_q": 64, "block_kv": 64, "warps": 4}
+    return {}
 
 
 def _workers(n_jobs: int) -> int:
@@ -174,8 +197,8 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
         if m is None or _float(m.get("time_s")) is None:
             continue
         todo.append((pos, cfg, m))
-    jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu)
-            for _pos, cfg, _m in todo]
+    jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu,
+             implementation_tiling(cfg, gpu)) for _pos, cfg, _m in todo]
     if results is None:
         results = _run_jobs(jobs)
     rows = []
