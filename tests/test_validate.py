@@ -72,7 +72,7 @@ def validation():
 
 def test_the_dataset_covers_every_kind_of_row(validation):
     rows, _ = validation
-    assert len(rows) >= 24
+    assert len(rows) >= 76
     assert {r.impl for r in rows} == {"iosim", "torch_flash", "torch_cudnn"}
     assert any(not r.train for r in rows) and any(r.train for r in rows)
 
@@ -128,4 +128,31 @@ def test_external_time_mape_within_budget(validation):
 def test_gpu_time_and_event_time_agree_except_where_the_harness_is_host_bound(validation):
     rows, _ = validation
     apart = sorted(r.id for r in rows if abs(r.event_time_s / r.measured_time_s - 1) > 0.05)
-    assert apart == ["iosim-standard-fwd-N512-d128-full"]
+    # standard N = 512: the Python harness's launch gaps between three kernels (+75%);
+    # cuDNN N = 2048, B×H = 8: a 32 µs kernel behind torch's host-side dispatch (+46%);
+    # cuDNN N = 131,072 causal: 14 ms of one kernel, timed back to back (events: the board at
+    # its power cap) vs one ncu replay after a cache flush (+10%)
+    assert apart == ["iosim-standard-fwd-N512-d128-full",
+                     "torch_cudnn-fa3-fwd-N131072-d128-H2-B1-fp16-causal",
+                     "torch_cudnn-fa3-fwd-N2048-d128-H8-B1-fp16-full"]
+
+
+# ---- the published figures (FA-3 paper, H100) against issue 12's budgets -------------------
+@pytest.fixture(scope="module")
+def published():
+    from iosim.analysis.validate import validate_published
+    return validate_published()
+
+
+def test_published_dataset_has_both_series_causal_and_not(published):
+    rows, _ = published
+    assert len(rows) >= 30
+    assert {r.series for r in rows} == {"FlashAttention-2", "FlashAttention-3"}
+    assert {r.causal for r in rows} == {True, False}
+
+
+def test_published_time_mape_and_max_within_budget(published):
+    _, s = published
+    t = s["published"]["time"]
+    assert t["mape"] <= BUDGETS["published"]["time_mape"]
+    assert t["max_abs_err"] <= BUDGETS["published"]["time_max_abs_err"]
