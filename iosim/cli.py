@@ -60,13 +60,17 @@ def gpus(fmt):
     if fmt == "json":
         click.echo(json.dumps([s.model_dump() for s in specs], indent=2))
         return
-    head = f"{'config':<28} {'short':<16} {'SMs':>4} {'DRAM':>10} {'L2':>9} {'smem/SM':>8} {'fp16 dense':>11} {'exp/s':>9}"
+    head = (f"{'config':<28} {'short':<16} {'SMs':>4} {'DRAM':>10} {'L2':>9} {'smem/SM':>8} "
+            f"{'fp16 peak':>10} {'achievable':>10} {'exp/s':>9}")
     click.echo(head)
     for n, s in zip(available_gpus(), specs):
         click.echo(f"{n:<28} {s.short_name:<16} {s.sm_count:>4} "
                    f"{s.dram_bandwidth_bytes_per_s / 1e12:>6.2f} TB/s {s.l2_capacity_bytes / 2**20:>5.0f} MiB "
-                   f"{s.shared_memory_per_sm_bytes / 1024:>4.0f} KiB {s.tensor_flops_per_s.fp16 / 1e12:>6.0f} TF/s "
-                   f"{s.exp_per_s / 1e12:>5.2f} T")
+                   f"{s.shared_memory_per_sm_bytes / 1024:>4.0f} KiB {s.tensor_peak_rate('fp16') / 1e12:>5.0f} TF/s "
+                   f"{s.tensor_rate('fp16') / 1e12:>5.0f} TF/s {s.exp_per_s / 1e12:>5.2f} T")
+    click.echo("fp16 peak: datasheet, dense; achievable: what predictions use, at the config's "
+               "clock_hz (GPUs with a power_capped_clock run tensor-heavy kernels slower); "
+               "sources: iosim gpus --format json")
 
 
 @main.command()
@@ -82,8 +86,15 @@ def scenarios():
 @click.option("--timeline", type=click.Path(dir_okay=False),
               help="Also write the simulated CTA timeline here as Chrome/Perfetto trace-event "
                    "JSON (open it in ui.perfetto.dev).")
+@click.option("--no-warp-specialization", "no_ws", is_flag=True,
+              help="Ablation: no producer warpgroup (FA-3).")
+@click.option("--no-intra-overlap", "no_intra", is_flag=True,
+              help="Ablation: no intra-warpgroup softmax/GEMM overlap (FA-3).")
+@click.option("--no-pingpong", "no_pingpong", is_flag=True,
+              help="Ablation: consumer warpgroups in lockstep, no ping-pong (FA-3).")
 @problem_options
-def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **kw):
+def run(algorithm, timeline, no_ws, no_intra, no_pingpong, fmt, output, force, model, sim_mode,
+        l2_samples, **kw):
     from .analysis.analyze import analyze
     from .report.text import analysis_table
     check_output(output, force)
@@ -95,8 +106,11 @@ def run(algorithm, timeline, fmt, output, force, model, sim_mode, l2_samples, **
     name = pick_algorithm(algorithm, r.scenario)
     if r.tiling.get("splits") is not None and not name.startswith("flash-decoding"):
         raise IosimError(f"--splits applies to flash-decoding, not {name}")
+    ablation = {k: False for k, off in (("warp_specialization", no_ws),
+                                        ("intra_overlap", no_intra),
+                                        ("pingpong", no_pingpong)) if off}
     a = analyze(r.problem, r.gpu, name, model=model, sim_mode=sim_mode,
-                l2_samples=l2_samples, **r.tiling)
+                l2_samples=l2_samples, ablation=ablation, **r.tiling)
     say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":
         text = json.dumps(a.to_dict(), indent=2, sort_keys=False)

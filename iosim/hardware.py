@@ -88,6 +88,16 @@ class TensorRates(BaseModel):
         return _plausible(info.field_name, v, info)
 
 
+class PowerCappedClock(BaseModel):
+    """The SM clock a kernel holds at the board's power cap, as a line in the kernel's tensor-core
+    FLOP rate: clock = clock_at_zero_tensor_rate_hz − clock_drop_hz_per_tensor_flop_per_s × rate,
+    capped at the GPU's clock_hz (measured: iosim.measure.clocks)."""
+
+    model_config = ConfigDict(extra="forbid")
+    clock_at_zero_tensor_rate_hz: float = Field(gt=0)
+    clock_drop_hz_per_tensor_flop_per_s: float = Field(ge=0)
+
+
 class Features(BaseModel):
     model_config = ConfigDict(extra="forbid")
     async_copy: bool
@@ -117,7 +127,16 @@ class GpuSpec(BaseModel):
     dram_capacity_bytes: int = Field(gt=0)
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
     dram_latency_s: float = Field(gt=0)
+    # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
+    # when an achievable rate is given
     tensor_flops_per_s: TensorRates
+    # achievable dense rate of the GPU's best MMA path (cuBLAS-class GEMM), measured or from a
+    # published microbenchmark; the rate every prediction uses. None: the datasheet peak
+    tensor_flops_per_s_achievable: Optional[TensorRates] = None
+    # whether mma.sync's ldmatrix shared-memory operand reads overlap the MMAs (machine.MmaCost)
+    mma_sync_operands_overlap: bool = False
+    # the clock under load (None: clock_hz whatever the load)
+    power_capped_clock: Optional[PowerCappedClock] = None
     # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s
     # (the rate of the GPU's best MMA instruction: wgmma on Hopper); 1 where there is no wgmma
     tensor_mma_sync_fraction: float = Field(gt=0, le=1)
@@ -142,11 +161,12 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_figure_has_a_source(self):
         figures = [k for k in type(self).model_fields
-                   if k not in ("name", "short_name", "sources", "features")]
+                   if k not in ("name", "short_name", "sources", "features")
+                   and getattr(self, k) is not None]
         missing = [k for k in figures if not self.sources.get(k, "").strip()]
         if missing:
             raise ValueError(f"no source given for: {', '.join(missing)}")
-        unknown = sorted(set(self.sources) - set(figures))
+        unknown = sorted(set(self.sources) - set(type(self).model_fields))
         if unknown:
             raise ValueError(f"sources names unknown figures: {', '.join(unknown)}")
         if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
@@ -155,6 +175,16 @@ class GpuSpec(BaseModel):
 
     # ---- derived rates -------------------------------------------------------------
     def tensor_rate(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s the model predicts with: the achievable rate where the
+        config gives one, else the datasheet peak."""
+        rates = self.tensor_flops_per_s_achievable or self.tensor_flops_per_s
+        rate = getattr(rates, dtype, None)
+        if rate is None:
+            raise IosimError(f"{self.name} has no {dtype} tensor cores")
+        return rate
+
+    def tensor_peak_rate(self, dtype: str) -> float:
+        """The datasheet's dense tensor-core FLOP/s."""
         rate = getattr(self.tensor_flops_per_s, dtype, None)
         if rate is None:
             raise IosimError(f"{self.name} has no {dtype} tensor cores")
@@ -180,6 +210,35 @@ class GpuSpec(BaseModel):
     def alu_ops_per_s(self) -> float:
         """fp32 elementwise ops per second (one FMA = 2 FLOPs = 1 op)."""
         return self.fp32_flops_per_s / 2
+
+    def sustained_clock_hz(self, tensor_flops_per_hz: float) -> float:
+        """The clock a kernel holds when its tensor cores do `tensor_flops_per_hz` FLOPs per
+        clock cycle (chip-wide): the fixed point of clock = a − b·rate with rate = that × clock,
+        capped at clock_hz; clock_hz where the config has no power model."""
+        pc = self.power_capped_clock
+        if pc is None or tensor_flops_per_hz <= 0:
+            return self.clock_hz
+        f = pc.clock_at_zero_tensor_rate_hz / (1 + pc.clock_drop_hz_per_tensor_flop_per_s
+                                               * tensor_flops_per_hz)
+        return min(self.clock_hz, f)
+
+    def at_clock(self, clock_hz: float) -> "GpuSpec":
+        """The same GPU with its SM clock at clock_hz: the clocked rates (tensor cores, fp32,
+        exp and shared memory, which are per clock) scale; memory bandwidths do not."""
+        if abs(clock_hz - self.clock_hz) < 1.0:
+            return self
+        k = clock_hz / self.clock_hz
+        data = self.model_dump()
+        data["clock_hz"] = clock_hz
+        data["fp32_flops_per_s"] = self.fp32_flops_per_s * k
+        for key in ("tensor_flops_per_s_achievable",):
+            if data.get(key):
+                data[key] = {dt: (v * k if v else v) for dt, v in data[key].items()}
+        if not data.get("tensor_flops_per_s_achievable"):
+            data["tensor_flops_per_s_achievable"] = {
+                dt: (v * k if v else v) for dt, v in data["tensor_flops_per_s"].items()}
+            data["sources"]["tensor_flops_per_s_achievable"] = "the datasheet peak at the clock"
+        return GpuSpec.model_validate(data)
 
     def with_(self, **changes) -> "GpuSpec":
         data = self.model_dump()

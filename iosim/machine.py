@@ -44,8 +44,12 @@ class SmRates:
                    alu_ops_per_s=gpu.alu_ops_per_s / gpu.sm_count)
 
 
-# whether ldmatrix operand reads overlap mma.sync's tensor-core time (see MmaCost)
+# default of GpuSpec.mma_sync_operands_overlap (kept for importers; the GPU config decides)
 MMA_SYNC_OPERANDS_OVERLAP = False
+# warp-instruction dispatch per SM: 4 sub-partitions x 1 instruction of 32 lanes per clock
+ISSUE_LANES_PER_CLOCK_PER_SM = 128
+# whether elementwise instructions hold the SM's MMA stream for their issue cycles (MmaCost)
+ELEMENTWISE_BLOCKS_MMA = True
 # Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
 A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
 
@@ -86,9 +90,11 @@ class MmaCost:
       memory while it computes, so an op takes max(tensor time, operand time). mma.sync's
       operands are brought in by ldmatrix instructions of the same warps, through the same
       issue slots and register fragments, and the MMA waits for them: tensor time + operand
-      time (MMA_SYNC_OPERANDS_OVERLAP = False; see docs/simulator.md)."""
+      time, unless the GPU config says they overlap (`GpuSpec.mma_sync_operands_overlap`,
+      sourced per architecture; docs/validation.md)."""
 
-    __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo")
+    __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
+                 "overlap", "issue_work_per_op")
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
         instr = getattr(pipeline, "mma_instruction", "wgmma")
@@ -99,6 +105,16 @@ class MmaCost:
         smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
         self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
         self.memo: dict = {}
+        self.overlap = bool(getattr(gpu, "mma_sync_operands_overlap", MMA_SYNC_OPERANDS_OVERLAP))
+        # issue-slot sharing: every elementwise instruction (one per Exp/Alu element) takes a
+        # dispatch slot of its SM sub-partition (4 sub-partitions x 1 warp instruction of 32
+        # lanes per clock: CUDA C++ Programming Guide, SM architecture of CC 8.x/9.x) and the
+        # register-file ports the MMA datapath also uses (mma.sync operands and accumulators;
+        # wgmma's register accumulators and register-sourced A), so the SM's MMA stream does
+        # not advance during it. In wgmma-FLOP equivalents of the tensor server:
+        # wgmma rate / (128 lanes x clock). ELEMENTWISE_BLOCKS_MMA switches it off.
+        self.issue_work_per_op = (wgmma_rate / (ISSUE_LANES_PER_CLOCK_PER_SM * gpu.clock_hz)
+                                  if ELEMENTWISE_BLOCKS_MMA else 0.0)
 
     def operand_bytes(self, op) -> int:
         """Shared-memory bytes the CTA reads for one Mma's operands."""
@@ -110,7 +126,7 @@ class MmaCost:
         if w is None:
             tensor = op.flops * self.scale
             smem = self.operand_bytes(op) * self.smem_per_flop_rate
-            if self.sync and not MMA_SYNC_OPERANDS_OVERLAP:
+            if self.sync and not self.overlap:
                 w = tensor + smem
             else:
                 w = tensor if tensor > smem else smem
@@ -136,3 +152,63 @@ def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> 
         return w
     return sum(count * work(kernel.program(rep)) for rep, count in kernel.classes) \
         / server_flops_per_s
+
+
+def _mma_split(kernel, cost: "MmaCost") -> tuple:
+    """(instruction seconds·rate, operand seconds·rate) of a kernel's Mma ops, in wgmma-FLOP
+    equivalents, summed over CTAs: the tensor-core part at the instruction's rate and the
+    shared-memory operand reads that do not overlap it."""
+    from .schedule import Loop, Mma
+
+    def split(program) -> tuple:
+        t = o = 0.0
+        for item in program:
+            if isinstance(item, Loop):
+                a, b = split(item.body)
+                t += item.count * a
+                o += item.count * b
+            elif isinstance(item, Mma):
+                tensor = item.flops * cost.scale
+                total = cost.work(item)
+                t += tensor
+                o += max(0.0, total - tensor)
+        return t, o
+    tt = oo = 0.0
+    for rep, count in kernel.classes:
+        a, b = split(kernel.program(rep))
+        tt += count * a
+        oo += count * b
+    return tt, oo
+
+
+def time_breakdown(schedule, gpu, result) -> dict:
+    """Where the predicted time goes, by mechanism, in seconds of the whole run (per-SM unit
+    busy time averaged over the SMs). Units overlap, so the parts do not add up to the time:
+    `unhidden_s` is what no unit's busy time covers (time − launches − the busiest unit's
+    share): tail waves, prologue and epilogue, pipeline fill, memory and dependency waits."""
+    from .hardware import load_gpu
+    gpu = load_gpu(gpu)
+    problem = schedule.problem
+    wgmma_rate = gpu.tensor_flops_per_s_per_sm(problem.dtype) * gpu.sm_count
+    out = {"launch_s": gpu.launch_overhead_s * len(schedule.kernels), "kernels": []}
+    totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "exp_s": 0.0, "alu_s": 0.0,
+              "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
+    for kernel, kr in zip(schedule.kernels, result.kernels):
+        cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
+                       problem.elem_bytes)
+        t, o = _mma_split(kernel, cost)
+        busy = kr.busy_s
+        part = {"name": kernel.name, "time_s": kr.time_s,
+                "mma_s": t / wgmma_rate, "mma_operand_reads_s": o / wgmma_rate,
+                "exp_s": busy.get("exp", 0.0) / gpu.sm_count,
+                "alu_s": busy.get("alu", 0.0) / gpu.sm_count,
+                "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0)}
+        covered = max(part["mma_s"] + part["mma_operand_reads_s"], part["exp_s"], part["alu_s"],
+                      part["l2_s"], part["dram_s"])
+        part["unhidden_s"] = max(0.0, kr.time_s - covered)
+        out["kernels"].append(part)
+        for k in totals:
+            totals[k] += part[k]
+    out.update(totals)
+    out["time_s"] = result.time_s
+    return out

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def validation_dataset():
-    """(rows, efficiency factors, summary) of `iosim validate` on the committed H200 dataset,
+    """(rows, summary) of `iosim validate` on the committed H200 dataset,
     computed once per test session (it simulates every configuration: ~1 min)."""
     from iosim.analysis.validate import validate_dataset
     return validate_dataset()

@@ -8,13 +8,15 @@ from iosim.hardware import available_gpus, load_gpu
 @pytest.mark.parametrize("name", ["a100", "h100", "h200"])
 def test_bundled_gpus_load_and_every_figure_has_a_source(name):
     g = load_gpu(name)
-    numeric = [k for k in type(g).model_fields if k not in ("name", "short_name", "sources", "features")]
+    numeric = [k for k in type(g).model_fields
+               if k not in ("name", "short_name", "sources", "features") and getattr(g, k) is not None]
     assert set(g.sources) == set(numeric)
 
 
 def test_h100_exp_rate_is_16_per_sm_per_clock():
     g = load_gpu("h100")
-    assert g.exp_per_s == pytest.approx(132 * 16 * 1.83e9)
+    assert g.exp_per_s == pytest.approx(132 * 16 * g.clock_hz)
+    assert g.clock_hz == 1.98e9   # the maximum boost clock; the power cap lowers it under load
 
 
 def test_h200_differs_from_h100_in_memory_not_compute():
@@ -74,4 +76,33 @@ def test_config_figures_are_yaml_numbers_not_strings(stem):
     figures = {k: v for k, v in raw.items() if k not in ("name", "short_name", "sources", "features")}
     figures.update({f"tensor.{k}": v for k, v in raw["tensor_flops_per_s"].items()})
     figures.pop("tensor_flops_per_s")
+    for block in ("tensor_flops_per_s_achievable", "power_capped_clock"):
+        figures.update({f"{block}.{k}": v for k, v in (raw.pop(block, None) or {}).items()})
+        figures.pop(block, None)
     assert [k for k, v in figures.items() if not (v is None or isinstance(v, (int, float)))] == []
+
+
+def test_predictions_use_the_achievable_tensor_rate_and_the_datasheet_peak_is_kept():
+    g = load_gpu("h100")
+    assert g.tensor_peak_rate("fp16") == 989.4e12
+    assert g.tensor_rate("fp16") == g.tensor_flops_per_s_achievable.fp16
+
+
+def test_power_capped_clock_is_the_fixed_point_of_the_measured_line():
+    g = load_gpu("h200-calibrated")
+    pc = g.power_capped_clock
+    per_hz = 774.2e12 / 1447.5e6                  # the GEMM's FLOPs per clock
+    f = g.sustained_clock_hz(per_hz)
+    assert f == pytest.approx(pc.clock_at_zero_tensor_rate_hz
+                              - pc.clock_drop_hz_per_tensor_flop_per_s * per_hz * f)
+    assert 1.40e9 < f < 1.50e9                    # nvidia-smi read 1447.5 MHz under the GEMM
+    assert g.sustained_clock_hz(0.0) == g.clock_hz
+
+
+def test_at_clock_scales_clocked_rates_and_keeps_memory_bandwidth():
+    g = load_gpu("h200-calibrated")
+    h = g.at_clock(g.clock_hz / 2)
+    assert h.tensor_rate("fp16") == pytest.approx(g.tensor_rate("fp16") / 2)
+    assert h.exp_per_s == pytest.approx(g.exp_per_s / 2)
+    assert h.alu_ops_per_s == pytest.approx(g.alu_ops_per_s / 2)
+    assert h.dram_bandwidth_bytes_per_s == g.dram_bandwidth_bytes_per_s

@@ -11,10 +11,11 @@ from iosim.machine import MmaCost
 H200 = load_gpu("h200-calibrated")
 
 
-def test_calibrated_mma_sync_fraction_is_the_measured_ratio():
-    # measurements/h200/calibration.json: mma.sync 631.68 TFLOP/s, cuBLAS 759.43 TFLOP/s
-    assert H200.tensor_mma_sync_fraction == pytest.approx(631.680395741630 / 759.431918505923,
-                                                          abs=1e-4)
+def test_calibrated_mma_sync_fraction_is_the_measured_per_clock_ratio():
+    # measurements/h200/clocks_h200.json: mma.sync 624.0 TFLOP/s at 1980 MHz, cuBLAS 774.2
+    # TFLOP/s at 1447.5 MHz (nvidia-smi medians): the ratio per clock
+    assert H200.tensor_mma_sync_fraction == pytest.approx(
+        (623.993678782579e12 / 1980e6) / (774.246411265822e12 / 1447.5e6), abs=1e-4)
     assert load_gpu("a100").tensor_mma_sync_fraction == 1.0
 
 

@@ -1,47 +1,71 @@
-"""`iosim validate`'s budgets written as numbers, not read back from the code's own constant:
+"""`iosim validate`'s budgets written as numbers, not read back from the code's own constant
+(issue 12: one model, no fitted factor):
 
-- project kernels' L2→SM bytes within 2% of Nsight Compute's on every row;
-- project kernels' DRAM bytes within 10% on every row;
-- issue 12: project kernels' time MAPE ≤ 6% with no fitted factor (the simulator's time
-  against the measured GPU time). Not met yet (13.3% on the committed dataset): marked xfail
-  until the timing model predicts it; strict, so the marker must go when it passes.
+- project kernels: L2→SM bytes within 1% and DRAM bytes within 5% of Nsight Compute's on every
+  row; time MAPE ≤ 6% and every row within 15%, held-out rows too;
+- torch flash and cuDNN: time MAPE ≤ 8%;
+- published A100/H100 figures: time MAPE ≤ 12%, every row within 25%.
 
-Errors are computed here from each row's predicted and measured figures (pred / meas − 1).
+Errors are computed here from each row's predicted and measured figures (pred / meas − 1). The
+committed dataset's figures that do not hold yet are strict xfails: they fail the day the
+model meets them, and the mark must then go.
 """
 import pytest
 
 from iosim.analysis.validate import Row, check_budgets, summarize
 
+NOT_YET = pytest.mark.xfail(strict=True, reason="issue 12: not met yet (docs/validation.md)")
 
-def _row(l2_pred=100.0, dram_pred=100.0, impl="iosim", time_pred=1.0):
-    return Row(id="x", impl=impl, algorithm="fa2", direction="fwd", train=True,
+
+def _row(l2_pred=100.0, dram_pred=100.0, impl="iosim", time_pred=1.0, train=True):
+    return Row(id="x", impl=impl, algorithm="fa2", direction="fwd", train=train,
                measured_time_s=1.0, event_time_s=1.0, predicted_time_s=time_pred,
-               calibrated_time_s=time_pred,
                measured_l2_to_sm_bytes=100.0, predicted_l2_to_sm_bytes=l2_pred,
                measured_dram_bytes=100.0, predicted_dram_bytes=dram_pred)
 
 
-def _failures(**row):
-    return check_budgets(summarize([_row(**row)]))
+def _failures(*rows):
+    return check_budgets(summarize(list(rows)))
 
 
 # ---- the budgets themselves ---------------------------------------------------------------
-def test_l2_to_sm_bytes_budget_is_two_percent():
-    assert _failures(l2_pred=101.9) == []
-    assert _failures(l2_pred=98.1) == []
-    assert _failures(l2_pred=102.1) == ["project L2→SM bytes max error 2.1% exceeds 2%"]
-    assert _failures(l2_pred=97.9) == ["project L2→SM bytes max error 2.1% exceeds 2%"]
+def test_l2_to_sm_bytes_budget_is_one_percent():
+    assert _failures(_row(l2_pred=100.9)) == []
+    assert _failures(_row(l2_pred=99.1)) == []
+    assert _failures(_row(l2_pred=101.2)) == ["project L2→SM bytes max error 1.2% exceeds 1%"]
+    assert _failures(_row(l2_pred=98.8)) == ["project L2→SM bytes max error 1.2% exceeds 1%"]
 
 
-def test_dram_bytes_budget_is_ten_percent():
-    assert _failures(dram_pred=109.9) == []
-    assert _failures(dram_pred=90.1) == []
-    assert _failures(dram_pred=110.5) == ["project DRAM bytes max error 10.5% exceeds 10%"]
-    assert _failures(dram_pred=89.5) == ["project DRAM bytes max error 10.5% exceeds 10%"]
+def test_dram_bytes_budget_is_five_percent():
+    assert _failures(_row(dram_pred=104.9)) == []
+    assert _failures(_row(dram_pred=95.1)) == []
+    assert _failures(_row(dram_pred=105.5)) == ["project DRAM bytes max error 5.5% exceeds 5%"]
+
+
+def test_project_time_budgets_are_six_percent_mean_and_fifteen_percent_max():
+    # one row 14% slow and nine exact: MAPE 1.4%, max 14%: both hold
+    assert _failures(_row(time_pred=1.14), *[_row() for _ in range(9)]) == []
+    # one row 16% slow: the max fails (and the MAPE, 1.6%, holds)
+    assert _failures(_row(time_pred=1.16), *[_row() for _ in range(9)]) == \
+        ["project time max error 16.0% exceeds 15%"]
+    # every row 7% fast: the MAPE fails, the max holds
+    assert _failures(*[_row(time_pred=0.93) for _ in range(4)]) == \
+        ["project time MAPE 7.0% exceeds 6%"]
+
+
+def test_external_time_budget_is_eight_percent():
+    assert _failures(_row(), _row(impl="torch_cudnn", time_pred=1.079)) == []
+    assert _failures(_row(), _row(impl="torch_cudnn", time_pred=1.09)) == \
+        ["external time MAPE 9.0% exceeds 8%"]
 
 
 def test_byte_budgets_bind_project_rows_not_external_ones():
-    assert _failures(l2_pred=150.0, dram_pred=150.0, impl="torch_flash") == []
+    assert _failures(_row(), _row(l2_pred=150.0, dram_pred=150.0, impl="torch_flash")) == []
+
+
+def test_published_budgets_are_twelve_percent_mean_and_twenty_five_percent_max():
+    from iosim.analysis.validate import BUDGETS
+    assert BUDGETS["published"] == {"time_mape": 0.12, "time_max_abs_err": 0.25}
 
 
 # ---- the committed H200 dataset -------------------------------------------------------------
@@ -49,25 +73,44 @@ def _project(rows):
     return [r for r in rows if r.impl == "iosim"]
 
 
-def test_every_project_row_has_l2_to_sm_bytes_within_two_percent(validation_dataset):
+@NOT_YET
+def test_every_project_row_has_l2_to_sm_bytes_within_one_percent(validation_dataset):
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.02} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.01} == {}
 
 
-def test_every_project_row_has_dram_bytes_within_ten_percent(validation_dataset):
+def test_every_project_row_has_l2_to_sm_bytes_within_five_percent(validation_dataset):
+    # where the replayed schedules stand today (worst: standard attention at d 64, 4.2%)
+    rows = _project(validation_dataset[0])
+    errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
+            if r.measured_l2_to_sm_bytes}
+    assert len(errs) >= 20
+    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
+
+
+@NOT_YET
+def test_every_project_row_has_dram_bytes_within_five_percent(validation_dataset):
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_dram_bytes / r.measured_dram_bytes - 1 for r in rows
             if r.measured_dram_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.10} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: uncalibrated time model")
+@NOT_YET
 def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validation_dataset):
     rows = _project(validation_dataset[0])
     errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
     assert len(errs) >= 20
     assert sum(errs) / len(errs) <= 0.06
+
+
+def test_project_time_mape_without_fitted_factors_is_at_most_twelve_percent(validation_dataset):
+    # where the one model stands today, no factor fitted (docs/validation.md)
+    rows = _project(validation_dataset[0])
+    errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
+    assert len(errs) >= 20
+    assert sum(errs) / len(errs) <= 0.12

@@ -55,6 +55,8 @@ class Analysis:
     dram_write_bytes: int
     dram_source: str
     notes: tuple = ()
+    ablation: dict | None = None       # features switched off (iosim.ablation); None: none
+    time_breakdown: dict | None = None  # predicted seconds by mechanism (machine.time_breakdown)
 
     @property
     def achieved_tflops(self) -> float:
@@ -95,6 +97,9 @@ class Analysis:
         }
         if self.notes:
             out["notes"] = list(self.notes)
+        out["ablation"] = self.ablation or {}
+        if self.time_breakdown is not None:
+            out["time_breakdown"] = self.time_breakdown
         if self.simulation is not None:
             out["simulation"] = self.simulation.to_dict()
         return out
@@ -136,13 +141,16 @@ def summarize_kernels(schedule, gpu) -> list:
 
 
 def _simulate(schedule, gpu, mode, l2_samples=None):
-    from ..sim import simulate
-    return simulate(schedule, gpu, mode=mode,
-                    **({"l2_sample_budget": l2_samples} if l2_samples else {}))
+    from ..clock import sustained_simulation
+    from ..sim import simulate  # noqa: F401  (the engine sustained_simulation drives)
+    result, _at = sustained_simulation(schedule, gpu, mode=mode,
+                                       **({"l2_sample_budget": l2_samples} if l2_samples else {}))
+    return result
 
 
 def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
-            sim_mode: str = "fast", l2_samples: int | None = None, **tiling) -> Analysis:
+            sim_mode: str = "fast", l2_samples: int | None = None,
+            ablation: dict | None = None, **tiling) -> Analysis:
     """Build the schedule, count it, bound it, put it on the roofline and (model='sim')
     simulate it. l2_samples: the fast mode's L2 replay budget (None: its default)."""
     from ..errors import IosimError
@@ -151,6 +159,14 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     gpu = load_gpu(gpu)
     check_problem(problem, gpu)                        # size limits: docs/limits.md
     schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    ablation = {k: bool(v) for k, v in (ablation or {}).items()}
+    if ablation:
+        from ..ablation import SWITCHES, ablate
+        unknown = sorted(set(ablation) - set(SWITCHES))
+        if unknown:
+            raise IosimError(f"unknown ablation switch(es): {', '.join(unknown)}; "
+                             f"choose from: {', '.join(SWITCHES)}")
+        schedule = ablate(schedule, **ablation)
     check_schedule(schedule, model, sim_mode)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
@@ -185,4 +201,12 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         counters=counters, bounds=bounds, roofline=roof, simulation=sim,
         model=model if sim is not None else "roofline", predicted_time_s=predicted,
         bound_by=bound_by, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
-        dram_source=dram_source)
+        dram_source=dram_source, ablation=ablation,
+        time_breakdown=_breakdown(schedule, gpu, sim))
+
+
+def _breakdown(schedule, gpu, sim):
+    if sim is None:
+        return None
+    from ..machine import time_breakdown
+    return time_breakdown(schedule, gpu, sim)

@@ -1,28 +1,31 @@
-"""`iosim validate`: predict every measured configuration and report the error.
+"""`iosim validate`: predict every measured configuration and report the error. One model:
+the time scored here is the time `iosim run` prints (no per-group factor is fitted).
 
-Inputs (committed, produced on the H200 by one command; see iosim/data/validation/README.md):
-- iosim/data/validation/sweep.yaml: the configurations (problem, implementation, and the iosim
-  schedule that describes the implementation);
-- iosim/data/validation/measured_h200.csv: per configuration id, the median kernel time and
-  Nsight Compute's byte counters summed over the configuration's kernels.
+Datasets (`--dataset`):
+- h200: every pair in iosim/data/validation/ of a sweep (`sweep.yaml`, `sweep_<topic>.yaml`:
+  the configurations, each with its problem, implementation and the iosim schedule that
+  describes it) and its measurements (`measured_h200.csv`, `measured_h200_<topic>.csv`: per
+  configuration id, the kernels' time and Nsight Compute's byte counters), produced on the H200
+  (iosim/data/validation/README.md);
+- published: iosim/data/validation/published.csv, figures other groups published (paper,
+  figure, panel per row), predicted on the config of the GPU they name.
 
 Protocols: bytes are predicted the way Nsight Compute measures them (l2_protocol="ncu": every
 kernel starts with an invalidated L2; dirty lines left in L2 at a kernel's end are counted by
 no kernel), times the way CUDA events measure them (time_protocol="warm": one L2 across the
 configuration's kernels). See docs/validation.md.
 
-Calibration: the simulator's time is scaled by one efficiency factor per (implementation,
-algorithm, direction) group, fitted as the median measured/predicted ratio on the *training*
-rows (even positions of the sweep). Errors are reported for all rows and for the held-out
-rows (odd positions) separately, before and after the fit. Bytes are never fitted; the L2's
-effective capacity (iosim.sim.memory.L2_EFFECTIVE_FRACTION) was chosen once, from the L2
-probes in iosim/data/validation/l2_probe.csv and the training rows' DRAM bytes.
+Held-out rows: odd positions of sweep.yaml, and rows a topic sweep marks `held_out: true`
+(else its odd positions). They were never used to choose a model parameter; errors are
+reported for all rows and for the held-out rows separately. Bytes are never fitted; the L2's
+effective capacity (iosim.sim.memory.L2_EFFECTIVE_FRACTION) was chosen once, from the L2 probes
+in iosim/data/validation/l2_probe.csv and the first dataset's training rows' DRAM bytes.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
-import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +39,13 @@ from ..paths import VALIDATION_DIR
 from ..problem import PROBLEM_KEYS
 
 
-BUDGETS = {  # issue #5's error budgets
-    "project": {"l2_to_sm_bytes_max_abs_err": 0.02, "dram_bytes_max_abs_err": 0.10,
-                "time_mape": 0.10, "time_max_abs_err": 0.20},
-    "external": {"time_mape": 0.15},
+BUDGETS = {  # issue 12's error budgets
+    "project": {"l2_to_sm_bytes_max_abs_err": 0.01, "dram_bytes_max_abs_err": 0.05,
+                "time_mape": 0.06, "time_max_abs_err": 0.15},
+    "external": {"time_mape": 0.08},
+    "published": {"time_mape": 0.12, "time_max_abs_err": 0.25},
 }
+DATASETS = ("h200", "published")
 TILING_COLUMNS = ("block_q", "block_kv", "stages", "warps")
 
 
@@ -54,11 +59,12 @@ class Row:
     measured_time_s: float          # GPU time of the kernels (see _gpu_time_s)
     event_time_s: float             # CUDA-event time around the whole call
     predicted_time_s: float
-    calibrated_time_s: float
     measured_l2_to_sm_bytes: float | None
     predicted_l2_to_sm_bytes: float
     measured_dram_bytes: float | None
     predicted_dram_bytes: float
+    dataset: str = "sweep"          # the sweep's topic ("sweep" for sweep.yaml)
+    breakdown: dict | None = None   # predicted seconds by mechanism (sim.breakdown)
 
     @property
     def group(self) -> tuple:
@@ -66,10 +72,6 @@ class Row:
 
     @property
     def time_err(self) -> float:
-        return self.calibrated_time_s / self.measured_time_s - 1
-
-    @property
-    def raw_time_err(self) -> float:
         return self.predicted_time_s / self.measured_time_s - 1
 
     @property
@@ -84,8 +86,7 @@ class Row:
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d.update(time_err=self.time_err, raw_time_err=self.raw_time_err, l2_err=self.l2_err,
-                 dram_err=self.dram_err)
+        d.update(time_err=self.time_err, l2_err=self.l2_err, dram_err=self.dram_err)
         return d
 
 
@@ -101,21 +102,61 @@ def load_measurements(path: Path) -> dict:
 
 
 def is_train(position: int) -> bool:
-    """The fit/held-out split: even positions of the sweep train, odd ones are held out."""
+    """The held-out split: even positions of the sweep are training rows (the rows model
+    choices were ever looked at on), odd ones are held out."""
     return position % 2 == 0
+
+
+def _train(position: int, cfg: dict) -> bool:
+    if "held_out" in cfg:
+        return not cfg["held_out"]
+    return is_train(position)
 
 
 def _predict_one(job: tuple) -> dict:
     """Simulate one configuration: warm time, ncu-protocol bytes (runs in a worker process)."""
     from ..algorithms import build_schedule
     from ..problem import AttentionProblem
-    from ..sim import simulate
-    problem_kw, algorithm, gpu, tiling = job
+    from ..clock import sustained_simulation
+    problem_kw, algorithm, gpu, *rest = job
+    tiling = rest[0] if rest else {}
     schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm, **tiling)
-    r = simulate(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
+    r, at = sustained_simulation(schedule, gpu, l2_protocol="ncu", time_protocol="warm")
+    gpu = at
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
             "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
-            "kernels": [(k.name, k.time_s) for k in r.kernels]}
+            "kernels": [(k.name, k.time_s) for k in r.kernels],
+            "breakdown": _breakdown(schedule, gpu, r), "clock_hz": at.clock_hz}
+
+
+def _breakdown(schedule, gpu, result) -> dict | None:
+    try:
+        from ..machine import time_breakdown
+    except ImportError:
+        return None
+    return time_breakdown(schedule, gpu, result)
+
+
+def implementation_tiling(cfg: dict, gpu) -> dict:
+    """The tile configuration an external implementation launches, where it differs from the
+    schedule's default: torch's flash back end (FlashAttention-2's kernels) forward picks
+    128×128 / 4 warps at d ≤ 64, 128×64 / 4 warps at d ≤ 128 on sm90, and at d = 256
+    128×64 / 8 warps when an SM's shared memory is below 4·d·(64 + 2·64) bytes (A100), else
+    64×64 / 4 warps (H100/H200) (flash-attention, csrc/flash_attn/src/
+    flash_fwd_launch_template.h, run_mha_fwd_hdim*). The backward keeps the schedule's."""
+    if cfg.get("impl") != "torch_flash" or cfg.get("direction", "fwd") != "fwd":
+        return {}
+    from ..hardware import load_gpu
+    d = int(cfg["head_dim"])
+    if d <= 64:
+        return {"block_q": 128, "block_kv": 128, "warps": 4}
+    if d <= 128:
+        return {"block_q": 128, "block_kv": 64, "warps": 4}
+    if d == 256:
+        if load_gpu(gpu).shared_memory_per_sm_bytes < 4 * d * (64 + 2 * 64):
+            return {"block_q": 128, "block_kv": 64, "warps": 8}
+        return {"block_q": 64, "block_kv": 64, "warps": 4}
+    return {}
 
 
 def _workers(n_jobs: int) -> int:
@@ -135,11 +176,31 @@ def _gpu_time_s(m: dict) -> float:
     return ncu if ncu is not None else float(m["time_s"])
 
 
+def _run_jobs(jobs: list) -> dict:
+    """Simulate each distinct job once (worker processes); results keyed by the job's JSON.
+    Progress on stderr once it takes more than 2 s."""
+    from ..progress import Progress
+    unique = list(dict.fromkeys(json.dumps(j, sort_keys=True) for j in jobs))
+    n = _workers(len(unique))
+    bar = Progress(len(unique), desc="validate", delay=2.0)
+    results = {}
+    if n > 1:
+        with ProcessPoolExecutor(n) as ex:
+            for u, r in zip(unique, ex.map(_predict_one, [json.loads(u) for u in unique])):
+                results[u] = r
+                bar.step()
+    else:
+        for u in unique:
+            results[u] = _predict_one(json.loads(u))
+            bar.step()
+    bar.close()
+    return results
+
+
 def measured_tiling(cfg: dict, m: dict) -> dict:
-    """The forward tiling a row was measured with (the CSV's block_q, block_kv, stages, warps),
-    so that the prediction is of the schedule that ran even after a generator's defaults
-    change (the decode rows were measured at 16×128, 2 stages, before the default became 64
-    keys × 3 stages). Forward rows only: the columns record the forward pass."""
+    """The forward tiling a project-kernel row was measured with (the CSV's block_q, block_kv,
+    stages, warps), so that the prediction is of the schedule that ran even after a
+    generator's defaults change. Forward rows only: the columns record the forward pass."""
     if cfg.get("direction", "fwd") != "fwd":
         return {}
     out = {}
@@ -150,7 +211,16 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
     return out
 
 
-def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim") -> list:
+def row_tiling(cfg: dict, m: dict, gpu) -> dict:
+    """What the row's kernels launched: the project's kernels as measured, an external
+    implementation by its own launch rules."""
+    if cfg.get("impl") == "iosim":
+        return measured_tiling(cfg, m)
+    return implementation_tiling(cfg, gpu)
+
+
+def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim",
+                 topic: str = "sweep", results: dict | None = None) -> list:
     gpu = gpu or sweep.get("gpu", "h200-calibrated")
     if model != "sim":
         raise IosimError("validation predicts with the simulator (model 'sim') only")
@@ -161,50 +231,23 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
             continue
         todo.append((pos, cfg, m))
     jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu,
-             measured_tiling(cfg, m)) for _pos, cfg, m in todo]
-    unique = list(dict.fromkeys(json.dumps(j, sort_keys=True) for j in jobs))
-    n = _workers(len(unique))
-    from ..progress import Progress
-    bar = Progress(len(unique), desc="validate", delay=2.0)
-    if n > 1:
-        with ProcessPoolExecutor(n) as ex:
-            results = {}
-            for u, r in zip(unique, ex.map(_predict_one, [json.loads(u) for u in unique])):
-                results[u] = r
-                bar.step()
-    else:
-        results = {}
-        for u in unique:
-            results[u] = _predict_one(json.loads(u))
-            bar.step()
-    bar.close()
+             row_tiling(cfg, m, gpu)) for _pos, cfg, m in todo]
+    if results is None:
+        results = _run_jobs(jobs)
     rows = []
     for (pos, cfg, m), job in zip(todo, jobs):
         a = results[json.dumps(job, sort_keys=True)]
         dram_r, dram_w = _float(m.get("dram_read_bytes")), _float(m.get("dram_write_bytes"))
         rows.append(Row(
             id=cfg["id"], impl=cfg["impl"], algorithm=cfg["algorithm"],
-            direction=cfg["direction"], train=is_train(pos),
+            direction=cfg["direction"], train=_train(pos, cfg),
             measured_time_s=_gpu_time_s(m), event_time_s=float(m["time_s"]),
             predicted_time_s=a["time_s"],
-            calibrated_time_s=a["time_s"],
             measured_l2_to_sm_bytes=_float(m.get("l2_to_sm_read_bytes")),
             predicted_l2_to_sm_bytes=a["l2_to_sm_bytes"],
             measured_dram_bytes=(dram_r + dram_w) if dram_r is not None and dram_w is not None else None,
-            predicted_dram_bytes=a["dram_bytes"]))
+            predicted_dram_bytes=a["dram_bytes"], dataset=topic, breakdown=a.get("breakdown")))
     return rows
-
-
-def fit_efficiency(rows: list) -> dict:
-    """Median measured/predicted time per group, on training rows only."""
-    groups: dict = {}
-    for r in rows:
-        if r.train:
-            groups.setdefault(r.group, []).append(r.measured_time_s / r.predicted_time_s)
-    factors = {g: statistics.median(v) for g, v in sorted(groups.items())}
-    for r in rows:
-        r.calibrated_time_s = r.predicted_time_s * factors.get(r.group, 1.0)
-    return factors
 
 
 def summarize(rows: list) -> dict:
@@ -221,7 +264,6 @@ def summarize(rows: list) -> dict:
         out[kind] = {
             "time": stats(sel, "time_err"),
             "time_held_out": stats([r for r in sel if not r.train], "time_err"),
-            "time_uncalibrated": stats(sel, "raw_time_err"),
             "l2_to_sm_bytes": stats(sel, "l2_err"),
             "dram_bytes": stats(sel, "dram_err"),
         }
@@ -238,6 +280,8 @@ def check_budgets(summary: dict) -> list:
         (p["dram_bytes"]["max_abs_err"], b["dram_bytes_max_abs_err"], "project DRAM bytes max error"),
         (p["time"]["mape"], b["time_mape"], "project time MAPE"),
         (p["time"]["max_abs_err"], b["time_max_abs_err"], "project time max error"),
+        (p["time_held_out"]["mape"], b["time_mape"], "project held-out time MAPE"),
+        (p["time_held_out"]["max_abs_err"], b["time_max_abs_err"], "project held-out time max error"),
         (e["time"]["mape"], BUDGETS["external"]["time_mape"], "external time MAPE"),
     ]
     for value, limit, name in checks:
@@ -246,16 +290,134 @@ def check_budgets(summary: dict) -> list:
     return fails
 
 
+def sweep_pairs(directory: Path | None = None) -> list:
+    """(topic, sweep path, measurements path) of every sweep in the validation directory that
+    has its measurements: sweep.yaml + measured_h200.csv ("sweep"), and each
+    sweep_<topic>.yaml + measured_h200_<topic>.csv."""
+    directory = Path(directory or VALIDATION_DIR)
+    pairs = [("sweep", directory / "sweep.yaml", directory / "measured_h200.csv")]
+    for p in sorted(directory.glob("sweep_*.yaml")):
+        topic = p.stem[len("sweep_"):]
+        pairs.append((topic, p, directory / f"measured_h200_{topic}.csv"))
+    return [t for t in pairs if t[1].is_file() and t[2].is_file()]
+
+
 def validate_dataset(sweep_path: Path | None = None, measured_path: Path | None = None,
-                     gpu: str | None = None) -> tuple[list, dict, dict]:
-    sweep_path = sweep_path or VALIDATION_DIR / "sweep.yaml"
-    measured_path = measured_path or VALIDATION_DIR / "measured_h200.csv"
-    sweep = load_sweep(Path(sweep_path))     # typed (formats.SweepFile)
-    rows = predict_rows(sweep, load_measurements(Path(measured_path)), gpu)
-    if not rows:
-        raise IosimError(f"no configuration of {sweep_path} has a measurement in {measured_path}")
-    factors = fit_efficiency(rows)
-    return rows, factors, summarize(rows)
+                     gpu: str | None = None) -> tuple[list, dict]:
+    """Rows and summary of one sweep/measurements pair, or (neither given) of every pair."""
+    if sweep_path or measured_path:
+        pairs = [("sweep" if not sweep_path or Path(sweep_path).stem == "sweep"
+                  else Path(sweep_path).stem.removeprefix("sweep_"),
+                  Path(sweep_path or VALIDATION_DIR / "sweep.yaml"),
+                  Path(measured_path or VALIDATION_DIR / "measured_h200.csv"))]
+    else:
+        pairs = sweep_pairs()
+    loaded, jobs = [], []
+    for topic, sp, mp in pairs:
+        sweep = load_sweep(Path(sp))           # typed (formats.SweepFile)
+        measured = load_measurements(Path(mp))
+        loaded.append((topic, sp, mp, sweep, measured))
+    rows = []
+    for topic, sp, mp, sweep, measured in loaded:
+        got = predict_rows(sweep, measured, gpu, topic=topic)
+        if not got:
+            raise IosimError(f"no configuration of {sp} has a measurement in {mp}")
+        rows += got
+    return rows, summarize(rows)
+
+
+# ---- published figures ------------------------------------------------------------------
+@dataclass
+class PublishedRow:
+    id: str
+    paper: str
+    figure: str
+    panel: str
+    series: str
+    gpu: str
+    algorithm: str
+    causal: bool
+    head_dim: int
+    seq_q: int
+    measured_tflops_per_s: float
+    predicted_tflops_per_s: float
+    measured_time_s: float
+    predicted_time_s: float
+    breakdown: dict | None = None
+
+    @property
+    def time_err(self) -> float:
+        return self.predicted_time_s / self.measured_time_s - 1
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["time_err"] = self.time_err
+        return d
+
+
+def paper_flops(problem) -> float:
+    """FLOPs as the FlashAttention papers count them: 4·B·H·N²·d for the forward pass (two
+    GEMMs), halved under a causal mask; backward 2.5× the forward, fwd+bwd 3.5×."""
+    f = 4 * problem.batch * problem.heads_q * problem.seq_q * problem.seq_kv * problem.head_dim
+    if problem.causal:
+        f /= 2
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[problem.direction]
+
+
+def validate_published(path: Path | None = None, gpu: str | None = None) -> tuple[list, dict]:
+    from ..problem import AttentionProblem
+    path = Path(path or VALIDATION_DIR / "published.csv")
+    if not path.is_file():
+        raise IosimError(f"no published dataset at {path}")
+    with path.open() as f:
+        src = list(csv.DictReader(f))
+    jobs = []
+    for r in src:
+        kw = {k: r[k] for k in PROBLEM_KEYS if r.get(k) not in (None, "")}
+        for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"):
+            if k in kw:
+                kw[k] = int(kw[k])
+        kw["causal"] = str(kw.get("causal", "False")).lower() == "true"
+        jobs.append((kw, r["algorithm"], gpu or r["gpu"]))
+    results = _run_jobs(jobs)
+    rows = []
+    for r, job in zip(src, jobs):
+        a = results[json.dumps(job, sort_keys=True)]
+        flops = paper_flops(AttentionProblem(**job[0]))
+        measured = float(r["tflops_per_s"]) * 1e12
+        rows.append(PublishedRow(
+            id=r["id"], paper=r["paper"], figure=r["figure"], panel=r["panel"],
+            series=r["series"], gpu=job[2], algorithm=r["algorithm"],
+            causal=job[0]["causal"], head_dim=job[0]["head_dim"], seq_q=job[0]["seq_q"],
+            measured_tflops_per_s=measured / 1e12,
+            predicted_tflops_per_s=flops / a["time_s"] / 1e12,
+            measured_time_s=flops / measured, predicted_time_s=a["time_s"],
+            breakdown=a.get("breakdown")))
+    return rows, summarize_published(rows)
+
+
+def summarize_published(rows: list) -> dict:
+    def stats(sel):
+        errs = [abs(r.time_err) for r in sel]
+        if not errs:
+            return {"n": 0, "mape": None, "max_abs_err": None}
+        return {"n": len(errs), "mape": sum(errs) / len(errs), "max_abs_err": max(errs),
+                "mean_signed_err": sum(r.time_err for r in sel) / len(sel)}
+    out = {"published": {"time": stats(rows)}}
+    for series in sorted({r.series for r in rows}):
+        out["published"][f"series {series}"] = stats([r for r in rows if r.series == series])
+    return out
+
+
+def check_published_budgets(summary: dict) -> list:
+    fails = []
+    b = BUDGETS["published"]
+    t = summary["published"]["time"]
+    for value, limit, name in ((t["mape"], b["time_mape"], "published time MAPE"),
+                               (t["max_abs_err"], b["time_max_abs_err"], "published time max error")):
+        if value is not None and value > limit:
+            fails.append(f"{name} {value:.1%} exceeds {limit:.0%}")
+    return fails
 
 
 def _pct(v):
@@ -263,34 +425,52 @@ def _pct(v):
 
 
 @click.command()
+@click.option("--dataset", type=click.Choice(DATASETS), default="h200", show_default=True,
+              help="h200: every sweep/measurement pair in iosim/data/validation/; published: "
+                   "figures from the FlashAttention papers (published.csv).")
 @click.option("--sweep", "sweep_path", type=click.Path(exists=True, dir_okay=False),
-              help="Sweep YAML [iosim/data/validation/sweep.yaml].")
+              help="One sweep YAML instead of every pair (h200 dataset).")
 @click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
-              help="Measurements CSV [iosim/data/validation/measured_h200.csv].")
-@click.option("--gpu", help="GPU config to predict with [the sweep's, h200-calibrated].")
+              help="Its measurements CSV [measured_h200.csv].")
+@click.option("--gpu", help="GPU config to predict with [each row's own].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-def validate(sweep_path, measured_path, gpu, fmt):
+def validate(dataset, sweep_path, measured_path, gpu, fmt):
     """Predict every measured configuration; report errors against the budgets."""
-    rows, factors, summary = validate_dataset(
+    if dataset == "published":
+        if sweep_path or measured_path:
+            raise IosimError("--sweep/--measured apply to the h200 dataset only")
+        rows, summary = validate_published(gpu=gpu)
+        fails = check_published_budgets(summary)
+        if fmt == "json":
+            click.echo(json.dumps({"dataset": "published", "rows": [r.to_dict() for r in rows],
+                                   "summary": summary, "budget_failures": fails}, indent=2))
+            return
+        click.echo(f"{'id':<44} {'paper TF/s':>10} {'pred TF/s':>10} {'t err':>7}")
+        for r in rows:
+            click.echo(f"{r.id:<44} {r.measured_tflops_per_s:>10.0f} {r.predicted_tflops_per_s:>10.0f} "
+                       f"{_pct(r.time_err):>7}")
+        for k, v in summary["published"].items():
+            click.echo(f"{k:<28} n {v['n']:>3}  time MAPE {_pct(v['mape'])}, max {_pct(v['max_abs_err'])}, "
+                       f"mean signed {_pct(v['mean_signed_err'])}")
+        click.echo("budgets: " + ("all hold" if not fails else "; ".join(fails)))
+        return
+    rows, summary = validate_dataset(
         Path(sweep_path) if sweep_path else None,
         Path(measured_path) if measured_path else None, gpu)
     fails = check_budgets(summary)
     if fmt == "json":
-        click.echo(json.dumps({"rows": [r.to_dict() for r in rows],
-                               "efficiency_factors": {"/".join(g): f for g, f in factors.items()},
+        click.echo(json.dumps({"dataset": "h200", "rows": [r.to_dict() for r in rows],
                                "summary": summary, "budget_failures": fails}, indent=2))
         return
     click.echo(f"{'id':<44} {'split':<5} {'event':>9} {'meas':>9} {'pred':>9} {'t err':>7} "
                f"{'L2→SM':>7} {'DRAM':>7}")
     for r in rows:
         click.echo(f"{r.id:<44} {'train' if r.train else 'test':<5} "
-                   f"{r.event_time_s * 1e3:>7.3f}ms {r.measured_time_s * 1e3:>7.3f}ms {r.calibrated_time_s * 1e3:>7.3f}ms "
+                   f"{r.event_time_s * 1e3:>7.3f}ms {r.measured_time_s * 1e3:>7.3f}ms {r.predicted_time_s * 1e3:>7.3f}ms "
                    f"{_pct(r.time_err):>7} {_pct(r.l2_err):>7} {_pct(r.dram_err):>7}")
     click.echo("")
-    for g, f in factors.items():
-        click.echo(f"efficiency factor {'/'.join(g):<28} {f:.3f} (measured / simulated, training rows)")
     for kind, s in summary.items():
-        click.echo(f"{kind:<8} time MAPE {_pct(s['time']['mape'])} (held out {_pct(s['time_held_out']['mape'])}, "
-                   f"uncalibrated {_pct(s['time_uncalibrated']['mape'])}), max {_pct(s['time']['max_abs_err'])}; "
+        click.echo(f"{kind:<8} time MAPE {_pct(s['time']['mape'])} (held out {_pct(s['time_held_out']['mape'])}), "
+                   f"max {_pct(s['time']['max_abs_err'])}; "
                    f"L2→SM max {_pct(s['l2_to_sm_bytes']['max_abs_err'])}; DRAM max {_pct(s['dram_bytes']['max_abs_err'])}")
     click.echo("budgets: " + ("all hold" if not fails else "; ".join(fails)))

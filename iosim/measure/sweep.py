@@ -20,7 +20,9 @@ from pathlib import Path
 
 from ..problem import AttentionProblem
 
-SWEEP = Path(__file__).resolve().parents[2] / "scenarios" / "validation" / "sweep.yaml"
+from ..paths import VALIDATION_DIR
+
+SWEEP = VALIDATION_DIR / "sweep.yaml"
 
 
 def configs(path: Path | None = None) -> list:
@@ -107,6 +109,7 @@ def run_time(path: str, runners: list | None = None) -> None:
         row["useful_flops"] = p.useful_flops()
         row["tflops"] = p.useful_flops() / row["time_s"] / 1e12
         rows.append(row)
+        write(path, rows)            # after every row: a cut-short run keeps what it measured
         print(f"{c['config']:3d} {c['runner']:12s} {c['direction']} N={c['seq_q']:6d} d={c['head_dim']} "
               f"causal={int(c['causal'])} {row['time_s']*1e3:9.3f} ms {row['tflops']:7.1f} TFLOP/s", flush=True)
         import gc

@@ -114,6 +114,11 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
+            if kind != "mma" and ctx.mma is not None and ctx.mma.issue_work_per_op:
+                # issue-slot sharing (machine.MmaCost.issue_work_per_op): the same warps'
+                # MMA stream pauses while they issue elementwise instructions
+                _s, f2 = units.tensor.reserve(now, op.count * share * ctx.mma.issue_work_per_op)
+                finish = max(finish, f2)
             stall[_STALL_SLOT[kind]] += start - now
             yield env.timeout(finish - now)
         # barriers cost nothing beyond the ordering they already impose here
