@@ -200,6 +200,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="also write the table to this file")
     args = ap.parse_args(argv)
     import torch
+    from iosim.measure.timing import sets_to_defeat_l2, time_op
 
     rep = 10 if args.quick else 20
     cases = [(b, hq, hkv, n) for hq, hkv in ((32, 32), (32, 8)) for n in (16384, 32768)
@@ -247,6 +248,22 @@ def main(argv=None) -> int:
                          f"  {fmt_us(r['page64'])}  {fmt_us(r['page256'])}   ({errs})")
         except Exception as exc:
             lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d} failed: {type(exc).__name__}: {str(exc)[:120]}")
+        print(lines[-1], flush=True)
+    # one CTA per (b, hk), no split: what one CTA streams when few or many run at once
+    lines.append("")
+    lines.append("one CTA per KV head (splits 1, 16384 keys each): B  Hq Hkv  CTAs  ours_us  GB/s per CTA  GB/s total")
+    for b, hkv in ((1, 1), (1, 8), (1, 32), (4, 32)):
+        try:
+            p = AttentionProblem(batch=b, heads_q=hkv, heads_kv=hkv, seq_q=1, seq_kv=16384, head_dim=128)
+            n_sets = sets_to_defeat_l2(p.kv_bytes() + p.q_bytes() * 2)
+            sets = make_sets(b, hkv, hkv, 16384, 128, n_sets)
+            op, launch, Ts = ours_op(p, sets, TILINGS["128x2"], splits=1)
+            t = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+            lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} {b * hkv:5d} {fmt_us(t)}  {p.kv_bytes() / (b * hkv) / t / 1e9:12.1f}"
+                         f"  {p.kv_bytes() / t / 1e9:10.0f}")
+            del op, Ts, sets
+        except Exception as exc:
+            lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} failed: {type(exc).__name__}: {str(exc)[:120]}")
         print(lines[-1], flush=True)
     title = (f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN "
              f"{torch.backends.cudnn.version()}  (median of {rep} runs; us = microseconds)")
