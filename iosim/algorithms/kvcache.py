@@ -10,9 +10,10 @@ each of min(P, r − p·P) rows (P < block_kv). With P ≥ block_kv a tile lies 
 is loaded whole. The L2 model keys tiles by (tensor, coordinate), so it sees one tile per page
 read: page-granular accesses. The decode split kernel (`fd_split`) also reads the block table:
 before each own K tile, one Load of `block_table` at (b, j) of 4 bytes per page the tile touches
-(the kernel reads those entries once per tile, for K and V, before the tile's copies; the copies
-depend on them, a latency the kernel hides behind the tiles already in flight and the simulator,
-which issues a loop iteration's loads together, does not add). Pages of a shared prefix carry no batch index (K_prefix at
+(the kernel reads those entries once per tile, for K and V, right before the tile's copies).
+The load is `indirect`: the copies take their addresses from it, so the simulator issues them
+when it lands and holds the issuing thread until then, as the kernel's warps wait on the table
+round trip before their cp.async (a latency in series with every tile of the stream). Pages of a shared prefix carry no batch index (K_prefix at
 (hk, …)): every request's table points at the same pages, and the L2 model sees the reuse.
 
 What a page layout changes. `block_table` places pages in a pool: contiguous (a request's pages
@@ -70,7 +71,8 @@ def _table_read(op: Load, page: int) -> Load:
     """The block-table entries of one own K tile: 4 bytes per page the tile touches, at (b, j)
     (per request: every KV head's CTA reads the same entries, and the L2 model sees that)."""
     pages = -(-op.rows // page)
-    return Load(TABLE_TENSOR, (op.coord[0], op.coord[-1]), pages, 1, pages * TABLE_ENTRY_BYTES)
+    return Load(TABLE_TENSOR, (op.coord[0], op.coord[-1]), pages, 1, pages * TABLE_ENTRY_BYTES,
+                indirect=True)
 
 
 @lru_cache(maxsize=65536)
