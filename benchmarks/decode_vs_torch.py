@@ -1,16 +1,17 @@
-"""Flash-Decoding kernels of iosim against torch SDPA with one query token (cuDNN, flash and
-memory-efficient back ends) and against the project's FA-2 kernel, on the same inputs, measured
-in the same run.
+"""Flash-Decoding kernels of iosim against torch SDPA with one query token (cuDNN and flash back
+ends; with --all-backends also memory-efficient and the project's FA-2 kernel), on the same
+inputs, measured in the same run.
 
-    python3 benchmarks/decode_vs_torch.py [--quick] [--out FILE]
+    python3 benchmarks/decode_vs_torch.py [--quick] [--all-backends] [--out FILE]
 
 fp16, d = 128, one query token, contiguous KV cache of seq_kv keys per request; GQA 1:1
 (32 query heads, 32 KV heads) and 4:1 (32 / 8), seq_kv 16k and 32k, batch 1, 8, 64; then
 GQA 8:1 (64 / 8) and a paged cache (pages 16 / 64 / 256, shuffled pool) at one size.
 Each figure is the median of CUDA-event timings after warm-up, inputs rotated over enough sets
 to defeat the 60 MB L2. Ours: the fd_split (+ fd_combine) kernels with the splits and tiling of
-iosim's flash-decoding schedule (two tilings: block_kv 64 x 3 stages, 128 x 2). GB/s = K + V
-bytes / time. `vs cuDNN` = cuDNN time / our time at flash-decoding's default tiling (> 1: ours faster). torch back ends that refuse
+iosim's flash-decoding schedule (its default). Batch-1 MHA rows are also run at 8, 16, 32, 64
+splits (more CTAs than the split heuristic's choice fills the SMs' slots in more waves).
+GB/s = K + V bytes / time. `vs cuDNN` = cuDNN time / our time at flash-decoding's default tiling (> 1: ours faster). torch back ends that refuse
 GQA (enable_gqa) are run on K, V expanded to every query head (marked *: 4x the bytes); a back
 end that refuses the problem shows '-'. `err` = ‖O_ours − O_cuDNN‖ / ‖O_cuDNN‖."""
 from __future__ import annotations
@@ -50,7 +51,7 @@ def make_sets(b, hq, hkv, n, d, n_sets, seed=0):
     return out
 
 
-def ours_op(problem, sets, tiling, page_size=0):
+def ours_op(problem, sets, tiling, page_size=0, splits=None):
     """op(k) running fd_split (+ fd_combine) on set k; the DecodeLaunch used."""
     import cupy as cp
     import numpy as np
@@ -58,7 +59,8 @@ def ours_op(problem, sets, tiling, page_size=0):
     from iosim.kernels.decode import DecodeLaunch, make_runner
 
     p = problem.with_(page_size=page_size or None, page_layout="shuffled" if page_size else "contiguous")
-    sched = build_schedule(p, "h200", "flash-decoding", block_q=block_q(p.heads_q, p.heads_kv), **tiling)
+    extra = {"splits": splits} if splits else {}
+    sched = build_schedule(p, "h200", "flash-decoding", block_q=block_q(p.heads_q, p.heads_kv), **tiling, **extra)
     launch = DecodeLaunch.from_schedule(sched)
     Ts = []
     for q, k, v in sets:
@@ -130,7 +132,7 @@ def rel_err(a, b) -> float:
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
-def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, with_fa2=True):
+def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, all_backends=False, splits=()):
     import cupy as cp
     import torch
     from iosim.measure.timing import sets_to_defeat_l2, time_op
@@ -141,19 +143,23 @@ def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, with_fa2=True):
     n_sets = sets_to_defeat_l2(kv + p.q_bytes() * 2)
     sets = make_sets(b, hq, hkv, n, d, n_sets)
     res = {"kv_bytes": kv, "sets": n_sets}
-    for name, til in TILINGS.items():
-        op, launch, Ts = ours_op(p, sets, til)
-        res[name] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
-        res[name + "_splits"] = launch.n_splits
-        res[name + "_O"] = torch.from_dlpack(Ts[0]["O"]).clone()
+    til = TILINGS[default_tiling(b, hq, hkv, n)]
+    op, launch, Ts = ours_op(p, sets, til)
+    res["ours"] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+    res["ours_splits"] = launch.n_splits
+    res["ours_O"] = torch.from_dlpack(Ts[0]["O"]).clone()
+    del op, Ts
+    for s in splits:
+        op, launch, Ts = ours_op(p, sets, til, splits=s)
+        res[f"s{s}"] = (launch.n_splits, time_op(op, n_sets, warmup=3, repeat=rep)["time_s"])
         del op, Ts
     for ps in page_sizes:
-        op, launch, Ts = ours_op(p, sets, TILINGS["64x3"], page_size=ps)
+        op, launch, Ts = ours_op(p, sets, til, page_size=ps)
         res[f"page{ps}"] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
         res[f"page{ps}_O"] = torch.from_dlpack(Ts[0]["O"]).clone()
         del op, Ts
     if with_torch:
-        for be in BACKENDS:
+        for be in BACKENDS if all_backends else BACKENDS[:2]:
             op, expanded, outs = torch_op(be, sets, hq // hkv)
             if op is None:
                 res[be] = None
@@ -163,7 +169,7 @@ def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, with_fa2=True):
             if be == "CUDNN_ATTENTION" or "ref_O" not in res:
                 res["ref_O"] = outs[0].clone()
             del op, outs
-    if with_fa2:
+    if all_backends:
         op = fa2_op(p, sets)
         res["fa2"] = time_op(op, n_sets, warmup=2, repeat=max(3, rep // 4))["time_s"]
         del op
@@ -183,50 +189,81 @@ def fmt_us(t):
     return f"{t * 1e6:9.1f}" if t else "        -"
 
 
+SPLIT_SWEEP = (8, 16, 32, 64)   # batch-1 rows: more CTAs than the heuristic's choice
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    ap.add_argument("--all-backends", action="store_true",
+                    help="also torch's memory-efficient back end and the project's FA-2 kernel")
     ap.add_argument("--out", help="also write the table to this file")
     args = ap.parse_args(argv)
     import torch
+    from iosim.measure.timing import sets_to_defeat_l2, time_op
 
     rep = 10 if args.quick else 20
     cases = [(b, hq, hkv, n) for hq, hkv in ((32, 32), (32, 8)) for n in (16384, 32768)
              for b in ((1, 16) if args.quick else (1, 8, 64))]
     cases += [(1, 64, 8, 32768), (64, 64, 8, 16384)]
-    head = ("  B  Hq Hkv  seq_kv  KV_MB  splits  ours64x3_us  GB/s  ours128x2_us  cudnn_us  flash_us"
-            "  effic_us    fa2_us  vs_cuDNN  err")
+    head = ("  B  Hq Hkv  seq_kv  KV_MB  tiling splits   ours_us   GB/s  cudnn_us  flash_us"
+            + ("  effic_us    fa2_us" if args.all_backends else "") + "  vs_cuDNN  err")
     lines = [head]
     print(head, flush=True)
+    sweep_lines = []
     for b, hq, hkv, n in cases:
+        sweep = SPLIT_SWEEP if b == 1 and hq == hkv else ()
         try:
-            r = run_case(b, hq, hkv, n, rep)
+            r = run_case(b, hq, hkv, n, rep, all_backends=args.all_backends, splits=sweep)
         except Exception as exc:   # one case failing must not lose the table
             lines.append(f"{b:3d} {hq:3d} {hkv:3d} {n:7d}  failed: {type(exc).__name__}: {str(exc)[:120]}")
             print(lines[-1], flush=True)
             continue
-        best = r[default_tiling(b, hq, hkv, n)]          # the schedule's default tiling
         cud = r.get("CUDNN_ATTENTION")
         star = {be: "*" if r.get(be + "_expanded") else " " for be in BACKENDS}
+        extra = (f"{fmt_us(r.get('EFFICIENT_ATTENTION'))}{star['EFFICIENT_ATTENTION']}{fmt_us(r.get('fa2'))}"
+                 if args.all_backends else "")
         lines.append(
-            f"{b:3d} {hq:3d} {hkv:3d} {n:7d} {r['kv_bytes'] / 1e6:6.0f} {r['64x3_splits']:4d}/{r['128x2_splits']:<3d}"
-            f" {fmt_us(r['64x3'])}   {r['kv_bytes'] / r['64x3'] / 1e9:5.0f}  {fmt_us(r['128x2'])}   "
+            f"{b:3d} {hq:3d} {hkv:3d} {n:7d} {r['kv_bytes'] / 1e6:6.0f}  {default_tiling(b, hq, hkv, n):>6s} "
+            f"{r['ours_splits']:5d} {fmt_us(r['ours'])}  {r['kv_bytes'] / r['ours'] / 1e9:5.0f} "
             f"{fmt_us(cud)}{star['CUDNN_ATTENTION']}{fmt_us(r.get('FLASH_ATTENTION'))}{star['FLASH_ATTENTION']}"
-            f"{fmt_us(r.get('EFFICIENT_ATTENTION'))}{star['EFFICIENT_ATTENTION']}{fmt_us(r.get('fa2'))}"
-            f"  {(cud / best) if cud else float('nan'):8.2f}  {r.get('64x3_err', float('nan')):.1e}")
+            f"{extra}  {(cud / r['ours']) if cud else float('nan'):8.2f}  {r.get('ours_err', float('nan')):.1e}")
         print(lines[-1], flush=True)
+        if sweep:
+            cells = "  ".join(f"{r[f's{s}'][0]:3d}: {r[f's{s}'][1] * 1e6:7.1f}" for s in sweep)
+            sweep_lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d}  default {r['ours_splits']:3d}: "
+                               f"{r['ours'] * 1e6:7.1f}  {cells}   cuDNN {fmt_us(cud)}")
+    lines.append("")
+    lines.append("batch-1 MHA at other split counts (splits asked -> splits run: ours_us):")
+    lines.extend(sweep_lines)
     # paged KV: what page size costs (same keys, shuffled pool)
     lines.append("")
-    lines.append("paged KV (64x3 tiling, shuffled page pool): B  Hq Hkv seq_kv  contiguous_us  "
+    lines.append("paged KV (default tiling and splits, shuffled page pool): B  Hq Hkv seq_kv  contiguous_us  "
                  "page16_us  page64_us  page256_us  (err vs cuDNN)")
     for b, hq, hkv, n in ((8, 32, 8, 32768), (1, 32, 8, 32768)):
         try:
-            r = run_case(b, hq, hkv, n, rep, page_sizes=(16, 64, 256), with_fa2=False)
+            r = run_case(b, hq, hkv, n, rep, page_sizes=(16, 64, 256))
             errs = " ".join(f"{r.get(f'page{ps}_err', float('nan')):.1e}" for ps in (16, 64, 256))
-            lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d} {fmt_us(r['64x3'])}     {fmt_us(r['page16'])}"
+            lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d} {fmt_us(r['ours'])}     {fmt_us(r['page16'])}"
                          f"  {fmt_us(r['page64'])}  {fmt_us(r['page256'])}   ({errs})")
         except Exception as exc:
             lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d} failed: {type(exc).__name__}: {str(exc)[:120]}")
+        print(lines[-1], flush=True)
+    # one CTA per (b, hk), no split: what one CTA streams when few or many run at once
+    lines.append("")
+    lines.append("one CTA per KV head (splits 1, 16384 keys each): B  Hq Hkv  CTAs  ours_us  GB/s per CTA  GB/s total")
+    for b, hkv in ((1, 1), (1, 8), (1, 32), (4, 32)):
+        try:
+            p = AttentionProblem(batch=b, heads_q=hkv, heads_kv=hkv, seq_q=1, seq_kv=16384, head_dim=128)
+            n_sets = sets_to_defeat_l2(p.kv_bytes() + p.q_bytes() * 2)
+            sets = make_sets(b, hkv, hkv, 16384, 128, n_sets)
+            op, launch, Ts = ours_op(p, sets, TILINGS["128x2"], splits=1)
+            t = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+            lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} {b * hkv:5d} {fmt_us(t)}  {p.kv_bytes() / (b * hkv) / t / 1e9:12.1f}"
+                         f"  {p.kv_bytes() / t / 1e9:10.0f}")
+            del op, Ts, sets
+        except Exception as exc:
+            lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} failed: {type(exc).__name__}: {str(exc)[:120]}")
         print(lines[-1], flush=True)
     title = (f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN "
              f"{torch.backends.cudnn.version()}  (median of {rep} runs; us = microseconds)")

@@ -30,6 +30,9 @@ class Load:
     rows: int
     cols: int
     bytes: int
+    # indirect: the loads after it in the same loop iteration take their addresses from it
+    # (a block table): they are issued when it lands, and the issuing thread waits for it
+    indirect: bool = False
     kind = "load"
 
 

@@ -1,7 +1,8 @@
 """The decode kernels on the H200, everything in one process tree, results under $OUT.
 
     python3 scripts/decode_h200.py [STEP,...]     steps: env, compile, tests, traces, bench,
-                                                  validation   (default: all, in that order)
+                                                  vtime, vncu, validation (= vtime,vncu)
+                                                  (default: env,compile,tests,traces,bench,validation)
 
 compile     fill CuPy's kernel cache for every decode kernel variant the later steps use
             (parallel NVRTC)
@@ -9,8 +10,11 @@ tests       pytest -m gpu tests/test_kernels_decode_gpu.py            -> $OUT/py
 traces      capture TRACE_CASES, check them against the schedule     -> $OUT/traces.tar.gz
             (unpack into tests/data/traces/)
 bench       benchmarks/decode_vs_torch.py                             -> $OUT/decode_vs_torch_h200.txt
-validation  iosim.measure.sweep time + ncu over iosim/data/validation/sweep_decode.yaml
+validation  vtime then vncu over iosim/data/validation/sweep_decode.yaml:
+  vtime     iosim.measure.sweep time                                  -> $OUT/decode_times.csv
+  vncu      iosim.measure.sweep ncu on those rows
             -> $OUT/measured_h200_decode.csv, measured_h200_decode_kernels.csv, ncu_decode_raw.txt.gz
+Step time limits (seconds) from the environment: DECODE_TESTS_S, DECODE_BENCH_S, DECODE_NCU_S.
 """
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ def _variants() -> list:
             add(DecodeLaunch.from_schedule(build_schedule(AttentionProblem(**kw), "h200", "flash-decoding")))
         except Exception as exc:
             print("variant skipped:", c["id"], exc)
-    for til in ({"block_kv": 64, "stages": 3}, {"block_kv": 128, "stages": 2}):
+    for til in ({"block_kv": 128, "stages": 2},):
         for page in (0, 16, 64, 256):
             add(DecodeLaunch(batch=1, heads_q=32, heads_kv=8, seq_q=1, seqlens=(4096,), page_size=page, **til))
             add(DecodeLaunch(batch=1, heads_q=32, heads_kv=32, seq_q=1, seqlens=(4096,), page_size=page, **til))
@@ -120,7 +124,7 @@ def step_compile():
 
 def step_tests():
     sh(f"python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_decode_gpu.py "
-       f"> {OUT}/pytest.txt 2>&1", timeout=120)
+       f"> {OUT}/pytest.txt 2>&1", timeout=int(os.environ.get("DECODE_TESTS_S", 120)))
     print(Path(OUT / "pytest.txt").read_text()[-3000:], flush=True)
 
 
@@ -153,30 +157,37 @@ def step_traces():
 
 
 def step_bench():
-    sh(f"python3 benchmarks/decode_vs_torch.py --out {OUT}/decode_vs_torch_h200.txt", timeout=170)
+    sh(f"python3 benchmarks/decode_vs_torch.py --out {OUT}/decode_vs_torch_h200.txt",
+       timeout=int(os.environ.get("DECODE_BENCH_S", 170)))
 
 
-def step_validation():
-    env = f"IOSIM_SWEEP={SWEEP}"
+def step_vtime():
+    sh(f"IOSIM_SWEEP={SWEEP} python3 -m iosim.measure.sweep time {OUT / 'decode_times.csv'}", timeout=80)
+
+
+def step_vncu():
     times = OUT / "decode_times.csv"
-    sh(f"{env} python3 -m iosim.measure.sweep time {times}", timeout=80)
     raw = OUT / "ncu_decode_raw.txt"
-    sh(f"{env} python3 -m iosim.measure.sweep ncu {times} {OUT}/measured_h200_decode.csv {raw} "
-       f"{OUT}/measured_h200_decode_kernels.csv", timeout=150)
+    sh(f"IOSIM_SWEEP={SWEEP} python3 -m iosim.measure.sweep ncu {times} {OUT}/measured_h200_decode.csv {raw} "
+       f"{OUT}/measured_h200_decode_kernels.csv", timeout=int(os.environ.get("DECODE_NCU_S", 150)))
     if raw.exists():
         with open(raw, "rb") as f, gzip.open(str(raw) + ".gz", "wb") as g:
             g.write(f.read())
         raw.unlink()
-    if times.exists():
-        times.unlink()
+
+
+def step_validation():
+    step_vtime()
+    step_vncu()
 
 
 STEPS = {"env": step_env, "compile": step_compile, "tests": step_tests, "traces": step_traces,
-         "bench": step_bench, "validation": step_validation}
+         "bench": step_bench, "vtime": step_vtime, "vncu": step_vncu, "validation": step_validation}
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    steps = sys.argv[1].split(",") if len(sys.argv) > 1 else list(STEPS)
+    steps = sys.argv[1].split(",") if len(sys.argv) > 1 else ["env", "compile", "tests", "traces", "bench",
+                                                             "validation"]
     t0 = time.time()
     for s in steps:
         print(f"==== {s} ({time.time() - t0:.0f}s)", flush=True)

@@ -8,7 +8,12 @@ by page: `paginate` rewrites every forward Load of K, V, K_prefix, V_prefix at c
 (..., j) of rows r into ⌈r / P⌉ loads at (..., p, j), p = 0, 1, ... the page within the tile,
 each of min(P, r − p·P) rows (P < block_kv). With P ≥ block_kv a tile lies inside one page and
 is loaded whole. The L2 model keys tiles by (tensor, coordinate), so it sees one tile per page
-read: page-granular accesses. Pages of a shared prefix carry no batch index (K_prefix at
+read: page-granular accesses. The decode split kernel (`fd_split`) also reads the block table:
+before each own K tile, one Load of `block_table` at (b, j) of 4 bytes per page the tile touches
+(the kernel reads those entries once per tile, for K and V, right before the tile's copies).
+The load is `indirect`: the copies take their addresses from it, so the simulator issues them
+when it lands and holds the issuing thread until then, as the kernel's warps wait on the table
+round trip before their cp.async (a latency in series with every tile of the stream). Pages of a shared prefix carry no batch index (K_prefix at
 (hk, …)): every request's table points at the same pages, and the L2 model sees the reuse.
 
 What a page layout changes. `block_table` places pages in a pool: contiguous (a request's pages
@@ -31,6 +36,9 @@ from ..errors import IosimError
 from ..schedule import Kernel, Load, Loop, Schedule
 
 PAGED_TENSORS = ("K", "V", "K_prefix", "V_prefix")
+TABLE_TENSOR = "block_table"
+TABLE_ENTRY_BYTES = 4   # int32 page ids (PagedAttention's block tables)
+TABLE_READERS = ("fd_split",)   # kernels whose program reads the block table (decode.cu)
 PAGED_ALGORITHMS = ("fa1", "fa2", "fa3", "flash-decoding", "flash-decoding-cascade")
 SHUFFLE_SEED = 0      # the shuffled layout's permutation seed (determinism)
 
@@ -59,13 +67,24 @@ def _page_split(op: Load, page: int) -> tuple:
                  for p in range(-(-op.rows // page)))
 
 
+def _table_read(op: Load, page: int) -> Load:
+    """The block-table entries of one own K tile: 4 bytes per page the tile touches, at (b, j)
+    (per request: every KV head's CTA reads the same entries, and the L2 model sees that)."""
+    pages = -(-op.rows // page)
+    return Load(TABLE_TENSOR, (op.coord[0], op.coord[-1]), pages, 1, pages * TABLE_ENTRY_BYTES,
+                indirect=True)
+
+
 @lru_cache(maxsize=65536)
-def paged_program(program: tuple, page: int) -> tuple:
+def paged_program(program: tuple, page: int, table_reads: bool = False) -> tuple:
     out = []
     for item in program:
         if isinstance(item, Loop):
-            out.append(Loop(item.var, item.start, item.count, paged_program(item.body, page)))
+            out.append(Loop(item.var, item.start, item.count,
+                            paged_program(item.body, page, table_reads)))
         elif isinstance(item, Load):
+            if table_reads and item.tensor == "K":
+                out.append(_table_read(item, page))
             out.extend(_page_split(item, page))
         else:
             out.append(item)
@@ -84,7 +103,8 @@ def paginate(schedule: Schedule) -> Schedule:
     kernels = tuple(Kernel(name=k.name, launch=k.launch, classes=k.classes, cta_coord=k.cta_coord,
                            class_of=k.class_of, class_period=k.class_period,
                            pipeline=k.pipeline, coord_names=k.coord_names,
-                           program=(lambda cta, f=k.program: paged_program(f(cta), page)))
+                           program=(lambda cta, f=k.program, t=k.name in TABLE_READERS:
+                                    paged_program(f(cta), page, t)))
                     for k in schedule.kernels)
     stats = footprint(problem)
     note = (f"paged KV: pages of {page} tokens ({problem.page_layout} layout); "

@@ -72,6 +72,9 @@ class DecodeLaunch:
         P = self.page_size
         if P and (P & (P - 1) or (P % self.block_kv and self.block_kv % P)):
             raise IosimError(f"page size {P}: a power of two dividing or divided by block_kv {self.block_kv}")
+        if P and self.block_kv // P > 32:
+            raise IosimError(f"page size {P}: the decode kernel reads a tile's page ids one per lane, "
+                             f"so block_kv {self.block_kv} may span at most 32 pages")
         if P and self.prefix_len:
             raise IosimError("the decode kernel reads a shared prefix from a contiguous cache only")
         if len(self.seqlens) != self.batch or min(self.seqlens) <= self.prefix_len:
@@ -241,9 +244,11 @@ def _cp():
 
 
 def split_trace_cap(launch: DecodeLaunch) -> int:
-    """Events one fd_split CTA records at most: Q, per block K and V pieces and 3 phases, 2 stores."""
+    """Events one fd_split CTA records at most: Q, per block [the block-table read,] K and V
+    pieces and 3 phases, 2 stores."""
     pieces = max(1, launch.block_kv // launch.page_size) if launch.page_size else 1
-    return 1 + launch.per_split * (2 * pieces + 3) + 2 + 8
+    table = 1 if launch.page_size else 0
+    return 1 + launch.per_split * (table + 2 * pieces + 3) + 2 + 8
 
 
 def run_decode(launch: DecodeLaunch, T: dict, trace: bool = False) -> list:

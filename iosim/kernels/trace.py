@@ -28,7 +28,8 @@ from pathlib import Path
 
 # must match the #defines in cuda/iosim_common.cuh
 TENSORS = ("Q", "K", "V", "O", "LSE", "dO", "D", "dQaccum", "dQ", "dK", "dV", "dK_expanded",
-           "dV_expanded", "S", "P", "m", "l", "O_partial", "ML_partial", "K_prefix", "V_prefix")
+           "dV_expanded", "S", "P", "m", "l", "O_partial", "ML_partial", "K_prefix", "V_prefix",
+           "block_table")
 KINDS = {1: "load", 2: "store", 3: "store", 4: "mma", 5: "exp"}
 # compute-phase names per kernel, index = the id the .cu file records (its enum)
 NAMES = {

@@ -4,7 +4,9 @@ The same code runs in exact mode (every CTA, every tile, the tile LRU behind `ct
 the fast mode's micro-simulations (a few CTAs of one SM, expected memory behind `ctx.mem`).
 
 - Plain ops run in order. Consecutive loads are issued together and waited for once (a warp
-  issues independent loads back to back). A store waits until L2 has accepted its bytes.
+  issues independent loads back to back); an `indirect` load (a block table) is waited for by
+  the issuing thread before the loads after it are issued, since they take their addresses
+  from it. A store waits until L2 has accepted its bytes.
   Mma / Exp / Alu wait in the FIFO queue of their SM unit, then execute.
 - An innermost Loop that loads tiles is *buffered* with `Pipeline.stages` slots: at the start
   of iteration j the loads of iteration j + stages − 1 are issued (its slot was freed by
@@ -99,6 +101,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now)
                 if r > pending_s:
                     pending_s = r
+                if op.indirect and r > env.now:     # later loads need its data as addresses
+                    stall[MEM] += r - env.now
+                    yield env.timeout(r - env.now)
             continue
         if pending_s > env.now:
             stall[MEM] += pending_s - env.now
@@ -155,6 +160,21 @@ def _issue(ctx, loads, env_vars: dict) -> float:
     return ready
 
 
+def _issue_indirect(ctx, loads, env_vars: dict):
+    """`_issue` for an iteration with indirect loads: the issuing thread waits for each
+    indirect load to land before it issues the loads after it (their addresses)."""
+    env = ctx.env
+    ready = env.now
+    for ld in loads:
+        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now)
+        if r > ready:
+            ready = r
+        if ld.indirect and r > env.now:
+            ctx.stall[MEM] += r - env.now
+            yield env.timeout(r - env.now)
+    return ready
+
+
 def issue_lead(stages: int) -> int:
     """How many iterations before its use a buffered loop issues an iteration's loads: with
     `stages` shared-memory slots, iteration j + stages − 1 is issued at the start of
@@ -169,13 +189,16 @@ def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
     lead = issue_lead(ctx.pipe.stages)
     stages = lead + 1
     ring = [0.0] * stages                     # slot j % stages: when iteration j's tiles land
+    indirect = any(ld.indirect for ld in loads)
     for j in range(min(lead, n)):
         env_vars[var] = start + j
-        ring[j % stages] = _issue(ctx, loads, env_vars)
+        ring[j % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
+                            else _issue(ctx, loads, env_vars))
     for j in range(n):
         if j + lead < n:                      # slot of iteration j − 1 is free again
             env_vars[var] = start + j + lead
-            ring[(j + lead) % stages] = _issue(ctx, loads, env_vars)
+            ring[(j + lead) % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
+                                         else _issue(ctx, loads, env_vars))
         ready = ring[j % stages]
         if ready > env.now:
             ctx.stall[MEM] += ready - env.now

@@ -21,7 +21,12 @@
 //   stored once, read by every request.
 // KV cache, paged (IOSIM_PAGE = page size, a power of two): K, V [pages][Hkv][page][D]; token n
 //   of request b in page block_table[b][n / page], row n % page. A tile of BKV > page rows is
-//   loaded page by page (one trace event per page piece p, coordinate (b, hk, p, j)).
+//   loaded page by page (one trace event per page piece p, coordinate (b, hk, p, j)). The block
+//   table is read once per tile, before the tile's K and V copies and for both: lane i of every
+//   warp loads the entry of the tile's page i (one 4-byte load per page per warp, all issued
+//   together; trace event block_table at (b, j), 4 bytes per page), and each copy takes its
+//   page from that lane by a warp shuffle. A copy thus waits one table round trip per tile, not
+//   one per 16-byte chunk, and the wait is behind the ring's STAGES - 1 tiles in flight.
 //
 // fd_combine: grid (n_m, Hkv, B), 128 threads. For each split k: ML_partial and O_partial of
 //   tile (b, hk, m); m = max_k m_k, l = sum_k e^(m_k - m) l_k, O = sum_k e^(m_k - m) l_k O_k / l,
@@ -76,6 +81,7 @@ __device__ __forceinline__ f2 ldg_f2(const float* p) {
 #define T_MLPART 18
 #define T_KPRE 19
 #define T_VPRE 20
+#define T_BT 21
 
 namespace fdk {
 constexpr int D = IOSIM_D, BKV = IOSIM_BKV, STAGES = IOSIM_STAGES, WARPS = IOSIM_WARPS;
@@ -95,18 +101,33 @@ static_assert(STAGES >= 2, "stages >= 2");
 static_assert(MT == 1 || MT == 2, "block_q 16 or 32");
 static_assert(PAGE == 0 || (PAGE & (PAGE - 1)) == 0, "page size a power of two");
 static_assert(PAGE == 0 || PAGE % BKV == 0 || BKV % PAGE == 0, "page and block_kv divide");
+constexpr int NPT = PAGE == 0 ? 0 : (PAGE >= BKV ? 1 : BKV / PG);   // pages per tile
+static_assert(NPT <= 32, "a tile's pages fit one warp's lanes (one table entry per lane)");
+static_assert((BKV * CD) % NT == 0, "every thread runs the same number of copies (warp shuffles)");
 static_assert((u32)WARPS * BQ * (D + 2) * 4 <= Q_BYTES + STAGES * 2 * KV_BYTES, "merge buffer fits");
 enum { N_S = 0, N_EXP = 1, N_PV = 2 };   // trace.py NAMES["fd_split"]
 }  // namespace fdk
 
 // One K or V tile → swizzled shared memory, rows past `valid` zero-filled; trace events as the
 // schedule has them (one per page piece when the tile spans pages).
+// Paged own blocks: the physical pages of tile j, lane i of each warp holding the tile's page i
+// (table entries past the tile's valid rows are not read); trace event block_table (b, j).
+__device__ __forceinline__ int fd_tile_pages(const int* bt_b, int b, int j, int valid, int lane,
+                                             TraceRec& tr) {
+    using namespace fdk;
+    const int npages = PAGE >= BKV ? 1 : (valid + PG - 1) / PG;
+    const int first = (j * BKV) / PG;
+    const int pg = lane < npages ? ldg_i32(bt_b + first + lane) : 0;
+    tr.ev(EV_LOAD, T_BT, 2, b, j, 0, 0, npages * 4);
+    return pg;
+}
+
 template <int TENSOR>
-__device__ __forceinline__ void fd_load_kv(u32 dst, const u16* base, bool prefix, const int* bt_b,
+__device__ __forceinline__ void fd_load_kv(u32 dst, const u16* base, bool prefix, int pages,
                                            int b, int hk, int Hkv, long long row_stride_base,
                                            int j, int valid, int tid, TraceRec& tr) {
     using namespace fdk;
-    for (int c = tid; c < BKV * CD; c += NT) {
+    for (int c = tid; c < BKV * CD; c += NT) {   // uniform trip count: every lane shuffles
         const int r = c / CD, ch = c % CD;
         const bool ok = r < valid;
         const int n = j * BKV + r;                 // token within the range
@@ -114,7 +135,7 @@ __device__ __forceinline__ void fd_load_kv(u32 dst, const u16* base, bool prefix
         if (PAGE == 0 || prefix) {
             src = base + (row_stride_base + n) * D + ch * 8;
         } else {
-            const int page = ok ? ldg_i32(bt_b + n / PG) : 0;
+            const int page = __shfl_sync(0xffffffff, pages, PAGE >= BKV ? 0 : r / PG);
             src = base + (((long long)page * Hkv + hk) * PG + (n & (PG - 1))) * D + ch * 8;
         }
         cp_async16(dst + swz(r, ch, CD), ok ? (const void*)src : (const void*)base, ok ? 16u : 0u);
@@ -184,9 +205,10 @@ fd_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __rest
         const int j = pre ? g : g - npb;
         const int valid = pre ? (g == npb - 1 ? pre_tail : BKV) : min(BKV, own - j * BKV);
         const long long base_k = pre ? (long long)hk * prefix_len : ((long long)b * Hkv + hk) * Nmax;
-        fd_load_kv<T_K>(s_kv + (2 * st) * KV_BYTES, pre ? Kp : K, pre, bt_b, b, hk, Hkv, base_k, j,
+        const int pages = (PAGE > 0 && !pre) ? fd_tile_pages(bt_b, b, j, valid, lane, tr) : 0;
+        fd_load_kv<T_K>(s_kv + (2 * st) * KV_BYTES, pre ? Kp : K, pre, pages, b, hk, Hkv, base_k, j,
                         valid, tid, tr);
-        fd_load_kv<T_V>(s_kv + (2 * st + 1) * KV_BYTES, pre ? Vp : V, pre, bt_b, b, hk, Hkv, base_k, j,
+        fd_load_kv<T_V>(s_kv + (2 * st + 1) * KV_BYTES, pre ? Vp : V, pre, pages, b, hk, Hkv, base_k, j,
                         valid, tid, tr);
     };
 #pragma unroll

@@ -1,0 +1,57 @@
+"""Paged flash-decoding reads its block table: one indirect Load of `block_table` per own K
+tile, 4 bytes per page the tile touches, and the simulator holds the tile's copies for it."""
+from dataclasses import replace
+
+import pytest
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.analysis.counters import count
+from iosim.schedule import Load, Loop, Schedule
+from iosim.sim import simulate
+
+H200 = load_gpu("h200")
+
+
+def _paged(page, lens=(1000, 300), bc=128):
+    p = AttentionProblem(batch=len(lens), heads_q=8, heads_kv=2, seq_q=1, seq_kv=max(lens),
+                         seq_kv_list=lens, page_size=page, page_layout="shuffled")
+    return p, build_schedule(p, H200, "flash-decoding", block_kv=bc, stages=2, splits=1)
+
+
+@pytest.mark.parametrize("page", [16, 64])
+def test_block_table_bytes_are_4_per_page_per_kv_head_when_pages_are_smaller_than_a_tile(page):
+    p, s = _paged(page)
+    # every (b, hk) CTA reads the entries of all ⌈L_b / page⌉ pages of its request once
+    expected = p.heads_kv * sum(4 * -(-n // page) for n in (1000, 300))
+    assert count(s).l2_to_smem_bytes_by_tensor["block_table"] == expected
+
+
+def test_block_table_bytes_are_4_per_tile_when_a_tile_lies_in_one_page():
+    p, s = _paged(256)
+    expected = p.heads_kv * sum(4 * -(-n // 128) for n in (1000, 300))
+    assert count(s).l2_to_smem_bytes_by_tensor["block_table"] == expected
+
+
+def test_contiguous_decode_reads_no_block_table():
+    p = AttentionProblem(batch=2, heads_q=8, heads_kv=2, seq_q=1, seq_kv=1000)
+    assert "block_table" not in count(build_schedule(p, H200, "flash-decoding")).l2_to_smem_bytes_by_tensor
+
+
+def _strip_indirect(schedule):
+    def strip(items):
+        return tuple(Loop(i.var, i.start, i.count, strip(i.body)) if isinstance(i, Loop)
+                     else replace(i, indirect=False) if isinstance(i, Load) else i for i in items)
+    kernels = tuple(replace(k, program=lambda cta, f=k.program: strip(f(cta))) for k in schedule.kernels)
+    return Schedule(schedule.algorithm, schedule.problem, schedule.tiling, kernels, notes=schedule.notes)
+
+
+def test_indirect_table_load_holds_each_tiles_copies_for_at_least_an_l2_round_trip():
+    # one request, one KV head, one split: one CTA streams 32 tiles, latency-bound; with 2
+    # stages each tile's issue waits the table's round trip, half of which the other tile in
+    # flight cannot hide (period (T_table + L) / 2 instead of L / 2)
+    p = AttentionProblem(batch=1, heads_q=1, heads_kv=1, seq_q=1, seq_kv=4096, page_size=64)
+    s = build_schedule(p, H200, "flash-decoding", block_kv=128, stages=2, splits=1)
+    with_wait = simulate(s, H200, "exact").time_s
+    without = simulate(_strip_indirect(s), H200, "exact").time_s
+    tiles = 4096 // 128
+    assert with_wait - without >= tiles * H200.l2_latency_s / 2
