@@ -71,3 +71,18 @@ def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validat
     errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
     assert len(errs) >= 20
     assert sum(errs) / len(errs) <= 0.06
+
+
+# ---- the error definitions the budgets are judged by -----------------------------------------
+def test_uncalibrated_time_error_is_the_simulated_over_the_measured_time():
+    rows = [_row(time_pred=1.1), _row(time_pred=0.8)]
+    assert [r.raw_time_err for r in rows] == [pytest.approx(0.1), pytest.approx(-0.2)]
+    s = summarize(rows)["project"]["time_uncalibrated"]
+    assert (s["n"], s["mape"], s["max_abs_err"]) == (2, pytest.approx(0.15), pytest.approx(0.2))
+
+
+def test_fitted_factor_is_measured_over_simulated_time():
+    from iosim.analysis.validate import fit_efficiency
+    rows = [_row(time_pred=4.0)]            # measured 1 s
+    assert fit_efficiency(rows) == {("iosim", "fa2", "fwd"): pytest.approx(0.25)}
+    assert rows[0].calibrated_time_s == pytest.approx(1.0)
