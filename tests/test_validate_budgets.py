@@ -79,6 +79,8 @@ def test_uncalibrated_time_error_is_the_simulated_over_the_measured_time():
     assert [r.raw_time_err for r in rows] == [pytest.approx(0.1), pytest.approx(-0.2)]
     s = summarize(rows)["project"]["time_uncalibrated"]
     assert (s["n"], s["mape"], s["max_abs_err"]) == (2, pytest.approx(0.15), pytest.approx(0.2))
+    # no external rows: nothing to average
+    assert summarize(rows)["external"]["time"] == {"n": 0, "mape": None, "max_abs_err": None}
 
 
 def test_fitted_factor_is_measured_over_simulated_time():
