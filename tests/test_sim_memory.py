@@ -120,3 +120,12 @@ def test_expected_memory_queues_a_sms_misses_on_its_dram_share():
     # a tensor with no misses never waits for DRAM, even while DRAM is busy
     assert mem.load(("Q", 0), "Q", 100, 0.0) == pytest.approx(0.3 + 0.5)
     assert mem.store(("O", 0), "O", 100, False, 0.0) == pytest.approx(0.4)
+
+
+def test_expected_memory_takes_dram_bandwidth_for_the_missing_fraction_only():
+    from iosim.sim.memory import ExpectedMemory
+    # half of V's bytes miss: each 100-byte load waits half a fetch (1 s) and takes 0.5 s of
+    # DRAM transfer, which the next load queues behind
+    mem = ExpectedMemory(Server(1000.0), Server(100.0), 0.5, 1.0, {"V": (0.5, 0.5)})
+    assert mem.load(("V", 0), "V", 100, 0.0) == pytest.approx(1.0 + 0.5)
+    assert mem.load(("V", 1), "V", 100, 0.0) == pytest.approx(0.5 + 1.0 + 0.5)

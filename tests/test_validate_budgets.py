@@ -17,9 +17,10 @@ from iosim.analysis.validate import Row, check_budgets, summarize
 NOT_YET = pytest.mark.xfail(strict=True, reason="issue 12: not met yet (docs/validation.md)")
 
 
-def _row(l2_pred=100.0, dram_pred=100.0, impl="iosim", time_pred=1.0, train=True):
+def _row(l2_pred=100.0, dram_pred=100.0, impl="iosim", time_pred=1.0, train=True,
+         time_meas=1.0):
     return Row(id="x", impl=impl, algorithm="fa2", direction="fwd", train=train,
-               measured_time_s=1.0, event_time_s=1.0, predicted_time_s=time_pred,
+               measured_time_s=time_meas, event_time_s=time_meas, predicted_time_s=time_pred,
                measured_l2_to_sm_bytes=100.0, predicted_l2_to_sm_bytes=l2_pred,
                measured_dram_bytes=100.0, predicted_dram_bytes=dram_pred)
 
@@ -114,3 +115,13 @@ def test_project_time_mape_without_fitted_factors_is_at_most_twelve_percent(vali
     errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
     assert len(errs) >= 20
     assert sum(errs) / len(errs) <= 0.12
+
+
+# ---- the error definitions the budgets are judged by -----------------------------------------
+def test_time_error_is_the_simulated_over_the_measured_time():
+    rows = [_row(time_pred=2.2, time_meas=2.0), _row(time_pred=1.6, time_meas=2.0)]
+    assert [r.time_err for r in rows] == [pytest.approx(0.1), pytest.approx(-0.2)]
+    s = summarize(rows)["project"]["time"]
+    assert (s["n"], s["mape"], s["max_abs_err"]) == (2, pytest.approx(0.15), pytest.approx(0.2))
+    # no external rows: nothing to average
+    assert summarize(rows)["external"]["time"] == {"n": 0, "mape": None, "max_abs_err": None}
