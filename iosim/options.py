@@ -19,7 +19,7 @@ import click
 from .algorithms import ALGORITHMS, TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
-from .limits import MAX_SEQ
+from .limits import MAX_BATCH_HEADS, MAX_SEQ
 from .problem import (DIRECTIONS, DTYPE_BYTES, PROBLEM_DEFAULTS, PROBLEM_KEYS,
                       SUPPORTED_HEAD_DIMS, AttentionProblem)
 
@@ -29,6 +29,7 @@ DEFAULT_ALGORITHMS = ("standard", "fa1", "fa2", "fa3")
 MAX_SEQ_POINTS = 64              # values in one --seq list of `report`/`sweep`
 
 SEQ = click.IntRange(1, MAX_SEQ)
+COUNT = click.IntRange(1, MAX_BATCH_HEADS)     # batch, heads
 POSITIVE = click.IntRange(min=1)
 # the API's short keywords, as the CLI spells them (seq=, heads=, kv_heads=)
 API_ALIASES = {"seq": "seq_q", "heads": "heads_q", "kv_heads": "heads_kv"}
@@ -57,9 +58,9 @@ ALGOS_OPTION = option("--algos", help=f"Comma-separated algorithms from {', '.jo
 # keyed by AttentionProblem field (problem.PROBLEM_KEYS); defaults shown are AttentionProblem's
 D = PROBLEM_DEFAULTS
 PROBLEM_OPTIONS = {
-    "batch": option("--batch", type=POSITIVE, help=f"Batch size [{D['batch']}]."),
-    "heads_q": option("--heads", "heads_q", type=POSITIVE, help=f"Query heads [{D['heads_q']}]."),
-    "heads_kv": option("--kv-heads", "heads_kv", type=POSITIVE,
+    "batch": option("--batch", type=COUNT, help=f"Batch size [{D['batch']}]."),
+    "heads_q": option("--heads", "heads_q", type=COUNT, help=f"Query heads [{D['heads_q']}]."),
+    "heads_kv": option("--kv-heads", "heads_kv", type=COUNT,
                        help="KV heads (GQA/MQA), dividing heads [= heads]."),
     "seq_q": option("--seq", "seq_q", type=SEQ,
                     help=f"Sequence length (queries) [{D['seq_q']}]."),
