@@ -6,6 +6,9 @@ and what the refusal says; the figures quoted there come from benchmarks/limits_
 
 - seq_q, seq_kv ≤ MAX_SEQ: longer than any published context window, and the Q-block index
   space stays ≤ 2^20 blocks even with 16-row tiles.
+- batch, heads_q, heads_kv ≤ MAX_BATCH_HEADS: the FA-2 and FA-3 kernels launch one grid
+  row per batch entry and per head, and CUDA limits gridDim.y and gridDim.z to 65,535 (CUDA
+  C++ Programming Guide, technical specifications per compute capability).
 - The problem's tensors must fit the GPU's DRAM (a kernel whose Q, K, V and O do not fit
   cannot run on it). Standard attention's S and P are not included: its byte counts are shown
   as what it would move.
@@ -18,11 +21,13 @@ from __future__ import annotations
 from .errors import IosimError
 
 MAX_SEQ = 2 ** 24                 # 16,777,216 tokens
+MAX_BATCH_HEADS = 65_535          # batch, heads: CUDA's gridDim.y/.z limit (FA-2/FA-3 grids)
 MAX_TILE_CLASSES = 2 ** 18        # 262,144 distinct CTA programs
 MAX_SIM_CTAS = 2 ** 23            # 8,388,608 CTAs in --model sim (fast mode)
 MAX_EXACT_TILE_OPS = 2 ** 24      # 16,777,216 loads + stores + MMAs in --mode exact
 
-LIMITS_HELP = (f"Size limits (docs/limits.md): seq and seq-kv at most {MAX_SEQ:,}; the "
+LIMITS_HELP = (f"Size limits (docs/limits.md): seq and seq-kv at most {MAX_SEQ:,}; batch and "
+               f"heads at most {MAX_BATCH_HEADS:,}; the "
                f"problem's tensors must fit the GPU's DRAM; at most {MAX_TILE_CLASSES:,} tile "
                f"classes; with --model sim at most {MAX_SIM_CTAS:,} CTAs (fast mode) or "
                f"{MAX_EXACT_TILE_OPS:,} tile operations (exact mode).")

@@ -20,7 +20,7 @@ from .algorithms import ALGORITHMS, DECODE_KEYS
 from .algorithms import TILING_KEYS as PASS_TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
-from .limits import MAX_SEQ
+from .limits import MAX_BATCH_HEADS, MAX_SEQ
 from .problem import (DIRECTIONS, DTYPE_BYTES, PAGE_LAYOUTS, PROBLEM_DEFAULTS, PROBLEM_KEYS,
                       SUPPORTED_HEAD_DIMS, AttentionProblem)
 
@@ -30,6 +30,7 @@ DEFAULT_ALGORITHMS = ("standard", "fa1", "fa2", "fa3")
 MAX_SEQ_POINTS = 64              # values in one --seq list of `report`/`sweep`
 
 SEQ = click.IntRange(1, MAX_SEQ)
+COUNT = click.IntRange(1, MAX_BATCH_HEADS)     # batch, heads
 POSITIVE = click.IntRange(min=1)
 # the API's short keywords, as the CLI spells them (seq=, heads=, kv_heads=)
 # schedule overrides a user may give: per-pass tiling (also as bwd_*) and flash-decoding's splits
@@ -70,9 +71,9 @@ ALGOS_OPTION = option("--algos", help=f"Comma-separated algorithms from {', '.jo
 # keyed by AttentionProblem field (problem.PROBLEM_KEYS); defaults shown are AttentionProblem's
 D = PROBLEM_DEFAULTS
 PROBLEM_OPTIONS = {
-    "batch": option("--batch", type=POSITIVE, help=f"Batch size [{D['batch']}]."),
-    "heads_q": option("--heads", "heads_q", type=POSITIVE, help=f"Query heads [{D['heads_q']}]."),
-    "heads_kv": option("--kv-heads", "heads_kv", type=POSITIVE,
+    "batch": option("--batch", type=COUNT, help=f"Batch size [{D['batch']}]."),
+    "heads_q": option("--heads", "heads_q", type=COUNT, help=f"Query heads [{D['heads_q']}]."),
+    "heads_kv": option("--kv-heads", "heads_kv", type=COUNT,
                        help="KV heads (GQA/MQA), dividing heads [= heads]."),
     "seq_q": option("--seq", "seq_q", type=SEQ,
                     help=f"Sequence length (queries) [{D['seq_q']}]."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from .errors import IosimError
-from .limits import MAX_SEQ
+from .limits import MAX_BATCH_HEADS, MAX_SEQ
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
 DIRECTIONS = ("fwd", "bwd", "fwd+bwd")
@@ -54,6 +54,10 @@ class AttentionProblem:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise IosimError(f"{OPTION_NAMES[name]} must be a positive integer, got {value!r}")
+        for name in ("batch", "heads_q", "heads_kv"):
+            if getattr(self, name) > MAX_BATCH_HEADS:
+                raise IosimError(f"{OPTION_NAMES[name]} {getattr(self, name):,} is above the limit "
+                                 f"of {MAX_BATCH_HEADS:,} (CUDA's grid y/z limit; docs/limits.md)")
         for name in ("seq_q", "seq_kv"):
             if getattr(self, name) > MAX_SEQ:
                 raise IosimError(f"{OPTION_NAMES[name]} {getattr(self, name):,} is above the limit "

@@ -32,9 +32,9 @@ def test_backward_tensor_bytes_add_one_gradient_per_tensor():
 
 def test_a_problem_whose_tensors_exceed_dram_is_refused_with_both_sizes():
     h100 = load_gpu("h100")               # 80 GiB
-    p = AttentionProblem(batch=1_000_000_000, seq_q=1024)
-    # 4 tensors × 1e9 × 32 heads × 1024 × 128 × 2 B = 3.36e16 B = 31,250,000 GiB
-    with pytest.raises(LimitError, match=r"take 31,250,000.0 GiB but h100 has 80.0 GiB of DRAM"):
+    p = AttentionProblem(batch=65_535, heads_q=64, seq_q=65_536)
+    # 4 tensors × 65,535 × 64 heads × 65,536 × 128 × 2 B = 262,140 GiB
+    with pytest.raises(LimitError, match=r"take 262,140.0 GiB but h100 has 80.0 GiB of DRAM"):
         check_problem(p, h100)
 
 
@@ -63,14 +63,21 @@ def test_too_many_tile_classes_are_refused_naming_the_limit():
 
 
 def test_too_many_ctas_are_refused_for_the_simulator_but_not_the_roofline():
-    # 8 Q blocks × 1,048,576 heads = 8,388,608 + 8 CTAs... one more head than the limit allows
-    p = AttentionProblem(batch=MAX_SIM_CTAS // 8 + 1, heads_q=1, seq_q=1024, head_dim=32,
-                         dtype="fp8")
-    s = build_schedule(p, "h100", "fa2", block_q=128, block_kv=64)
+    # 16-row Q blocks: 64 per 1024 rows; 64 × 1024 batch × 129 heads = 8,454,144 CTAs
+    p = AttentionProblem(batch=1024, heads_q=129, seq_q=1024, head_dim=32, dtype="fp8")
+    s = build_schedule(p, "h100", "fa2", block_q=16, block_kv=16)
     check_schedule(s, "roofline")
-    with pytest.raises(LimitError, match=f"launches 8,388,616 CTAs, above the simulator's limit "
+    with pytest.raises(LimitError, match=f"launches 8,454,144 CTAs, above the simulator's limit "
                                          f"of {MAX_SIM_CTAS:,}"):
         check_schedule(s, "sim", "fast")
+
+
+def test_batch_and_heads_stop_at_cudas_grid_limit():
+    assert AttentionProblem(batch=65_535, heads_q=1, seq_q=1).batch == 65_535
+    with pytest.raises(IosimError, match="batch 65,536 is above the limit of 65,535"):
+        AttentionProblem(batch=65_536)
+    with pytest.raises(IosimError, match="heads 1,000,000,000 is above the limit of 65,535"):
+        AttentionProblem(heads_q=10 ** 9)
 
 
 def test_the_exact_simulator_is_limited_by_tile_operations():
