@@ -64,7 +64,7 @@ def flops_per_exp(problem) -> float:
 def roofline_figure(points, gpu, problem, measured=None, model: str | None = None) -> go.Figure:
     """`model`: the time model asked for; points timed by another one are ringed."""
     ok = [p for p in points if p["ok"]]
-    peak = gpu.tensor_rate(problem.dtype)
+    peak = gpu.tensor_peak_rate(problem.dtype)
     fpe = flops_per_exp(problem)
     exp_ceiling = gpu.exp_per_s * fpe
     bw_d, bw_l2 = gpu.dram_bandwidth_bytes_per_s, gpu.l2_bandwidth_bytes_per_s

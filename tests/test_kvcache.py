@@ -158,12 +158,13 @@ def test_serving_scenario_stores_the_system_prompt_once():
 
 
 def test_a_huge_uniform_batch_costs_one_length_not_one_per_request():
-    # 10⁹ requests of 1,024 keys: the problem, its floor and FA-1's bound are sums over the
-    # distinct KV lengths (one), so none of them builds a 10⁹-entry sequence
+    # 65,535 requests (the batch limit) of 1,024 keys: the problem, its floor and FA-1's bound
+    # are sums over the distinct KV lengths (one pair), not over the requests
     from iosim.analysis.bounds import io_bounds
-    p = AttentionProblem(batch=10 ** 9, heads_q=1, seq_q=1, seq_kv=1024, head_dim=64)
-    assert p.kv_length_counts == ((1024, 10 ** 9),)
-    assert p.kv_tokens_stored() == 1024 * 10 ** 9
+    n = 65_535
+    p = AttentionProblem(batch=n, heads_q=1, seq_q=1, seq_kv=1024, head_dim=64)
+    assert p.kv_length_counts == ((1024, n),)
+    assert p.kv_tokens_stored() == 1024 * n
     b = io_bounds(p, 233_472)
     # floor: Q (1 row) + K + V (1,024 rows each) + O (1 row), 64 fp16 elements per row
-    assert b.compulsory_bytes == 10 ** 9 * (1 + 2 * 1024 + 1) * 64 * 2
+    assert b.compulsory_bytes == n * (1 + 2 * 1024 + 1) * 64 * 2

@@ -13,9 +13,9 @@ ROOT = Path(iosim.__file__).parent
 LAYERS = [
     {"errors", "units", "paths", "__version__", "progress", "records"},
     {"problem", "hardware", "scenarios", "schedule", "machine", "formats", "limits"},
-    {"algorithms", "options"},
+    {"algorithms", "options", "ablation"},
     {"sim", "kernels"},
-    {"analysis", "measure"},
+    {"analysis", "measure", "clock"},
     {"report", "teach", "api", "plot", "sweep"},
     {"cli", "__main__"},
 ]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import iosim.api as io
 from iosim.cli import main
-from iosim.report.text import analysis_table, tensor_work
+from iosim.report.text import analysis_table
 from iosim.units import capacity
 
 UNIT = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -48,19 +48,25 @@ def test_peak_times_sit_under_a_datasheet_peak_heading(headline):
     assert peak < table.index("roofline time") < sim < table.index("predicted time")
 
 
-def test_simulated_tensor_busy_is_its_mmas_plus_operand_reads_for_mma_sync(headline):
+def test_simulated_tensor_busy_is_its_mmas_plus_operand_reads_and_issue_slots_are_shown(headline):
     table = analysis_table(headline)
     busy = time_of(row(table, "tensor unit busy").split("=")[1])
     mmas = time_of(row(table, "  MMAs"))
     operands = time_of(row(table, "  shared-memory operand reads"))
+    issue = time_of(row(table, "MMA stream held by softmax"))
     assert busy == pytest.approx(mmas + operands, rel=0.01)
-    # MMAs at the mma.sync rate: the peak tensor time over the measured mma.sync fraction
-    g = headline.gpu
-    assert mmas == pytest.approx(headline.roofline.tensor_time_s / g.tensor_mma_sync_fraction,
-                                 rel=0.01)
+    g, c = headline.gpu, headline.counters
+    # every clocked rate at the clock the schedule sustains under load (iosim.clock)
+    scale = headline.time_breakdown["clock_hz"] / g.clock_hz
+    # MMAs at the mma.sync rate: achievable wgmma rate × measured mma.sync fraction
+    assert mmas == pytest.approx(
+        c.mma_flops / (g.tensor_rate("fp16") * scale * g.tensor_mma_sync_fraction), rel=0.01)
     # operand reads: the counted bytes at the GPU's shared-memory bandwidth
-    assert operands == pytest.approx(headline.counters.smem_read_bytes_estimate
-                                     / g.shared_memory_bandwidth_bytes_per_s, rel=0.01)
+    assert operands == pytest.approx(
+        c.smem_read_bytes_estimate / (g.shared_memory_bandwidth_bytes_per_s * scale), rel=0.01)
+    # issue slots: one 32-lane warp instruction per sub-partition per clock, 4 per SM
+    assert issue == pytest.approx(
+        (c.exp_count + c.alu_ops) / (128 * g.clock_hz * scale * g.sm_count), rel=0.01)
 
 
 def test_bound_by_names_the_unit_with_the_largest_busy_time_shown(headline):
@@ -75,11 +81,13 @@ def test_bound_by_names_the_unit_with_the_largest_busy_time_shown(headline):
 
 def test_wgmma_operand_reads_overlap_instead_of_adding():
     a = io.run("fa3", "h100", seq=2048, heads=8)
-    tw = tensor_work(a)
-    assert tw["instructions"] == {"wgmma"}
-    # per MMA op max(tensor, operands): at least the larger total, less than their sum
-    assert max(tw["mma_s"], tw["operand_s"]) * (1 - 1e-12) <= tw["busy_s"]
-    assert tw["busy_s"] < tw["mma_s"] + tw["operand_s"]
+    b = a.time_breakdown
+    scale = b["clock_hz"] / a.gpu.clock_hz
+    raw_operand_s = a.counters.smem_read_bytes_estimate / (
+        a.gpu.shared_memory_bandwidth_bytes_per_s * scale)
+    # per MMA op max(tensor, operands): at least the larger, less than their sum
+    work = b["mma_s"] + b["mma_operand_reads_s"]
+    assert max(b["mma_s"], raw_operand_s) * (1 - 1e-12) <= work < b["mma_s"] + raw_operand_s
     assert "overlapped by wgmma" in analysis_table(a)
 
 

@@ -142,10 +142,8 @@ def summarize_kernels(schedule, gpu) -> list:
 
 def _simulate(schedule, gpu, mode, l2_samples=None):
     from ..clock import sustained_simulation
-    from ..sim import simulate  # noqa: F401  (the engine sustained_simulation drives)
-    result, _at = sustained_simulation(schedule, gpu, mode=mode,
-                                       **({"l2_sample_budget": l2_samples} if l2_samples else {}))
-    return result
+    return sustained_simulation(schedule, gpu, mode=mode,
+                                **({"l2_sample_budget": l2_samples} if l2_samples else {}))
 
 
 def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
@@ -170,7 +168,8 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
     check_schedule(schedule, model, sim_mode)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
-    sim = _simulate(schedule, gpu, sim_mode, l2_samples) if model == "sim" else None
+    sim, sim_gpu = (_simulate(schedule, gpu, sim_mode, l2_samples) if model == "sim"
+                    else (None, gpu))   # sim_gpu: the GPU at the clock it was simulated at
     if sim is not None:
         dram_read, dram_write = sim.dram_read_bytes, sim.dram_write_bytes
         dram_source = f"simulated L2 ({sim_mode} mode)"
@@ -202,7 +201,7 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         model=model if sim is not None else "roofline", predicted_time_s=predicted,
         bound_by=bound_by, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
         dram_source=dram_source, ablation=ablation,
-        time_breakdown=_breakdown(schedule, gpu, sim))
+        time_breakdown=_breakdown(schedule, sim_gpu, sim))
 
 
 def _breakdown(schedule, gpu, sim):

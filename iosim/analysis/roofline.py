@@ -27,7 +27,7 @@ class Roofline:
 
 def roofline(gpu, dtype: str, mma_flops: int, exp_count: int, alu_ops: int,
              dram_bytes: int, l2_bytes: int) -> Roofline:
-    rate = gpu.tensor_rate(dtype)
+    rate = gpu.tensor_peak_rate(dtype)      # the datasheet peak: a roofline is drawn at peaks
     times = {
         "tensor cores": mma_flops / rate,
         "exp units": exp_count / gpu.exp_per_s,

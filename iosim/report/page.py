@@ -72,7 +72,7 @@ def gpu_table(gpu, dtype: str) -> str:
         ("DRAM capacity", f"{gpu.dram_capacity_bytes:,} B ({capacity(gpu.dram_capacity_bytes)})",
          "dram_capacity_bytes"),
         ("DRAM bandwidth", si(gpu.dram_bandwidth_bytes_per_s, "B/s"), "dram_bandwidth_bytes_per_s"),
-        (f"tensor cores ({dtype}, dense)", si(gpu.tensor_rate(dtype), "FLOP/s"), "tensor_flops_per_s"),
+        (f"tensor cores ({dtype}, dense)", si(gpu.tensor_peak_rate(dtype), "FLOP/s"), "tensor_flops_per_s"),
         ("exp units", f"{si(gpu.exp_per_s, 'exp/s')} ({gpu.exp_per_clock_per_sm:g} / clock / SM)",
          "exp_per_clock_per_sm"),
         ("fp32 ALUs", si(gpu.fp32_flops_per_s, "FLOP/s"), "fp32_flops_per_s"),

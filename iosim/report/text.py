@@ -75,43 +75,13 @@ def _bounds(a):
 def _peak(a):
     g, r, p = a.gpu, a.roofline, a.problem
     rows = [("tensor cores", f"{seconds(r.tensor_time_s)}  "
-                             f"[{si(g.tensor_rate(p.dtype), 'FLOP/s')} {p.dtype} dense]"),
+                             f"[{si(g.tensor_peak_rate(p.dtype), 'FLOP/s')} {p.dtype} dense]"),
             ("exp units", f"{seconds(r.exp_time_s)}  [{si(g.exp_per_s, 'exp/s')}]"),
             ("ALUs", f"{seconds(r.alu_time_s)}  [{si(g.alu_ops_per_s, 'op/s')}]"),
             ("DRAM", f"{seconds(r.dram_time_s)}  [{si(g.dram_bandwidth_bytes_per_s, 'B/s')}]"),
             ("L2", f"{seconds(r.l2_time_s)}  [{si(g.l2_bandwidth_bytes_per_s, 'B/s')}]"),
             ("roofline time", f"{seconds(r.roofline_time_s)}  (the largest: {r.bound})")]
     return "Time at datasheet peaks (roofline: each unit alone, nothing else modelled)", rows
-
-
-def tensor_work(a) -> dict:
-    """What the simulated tensor unit does, summed over kernels and divided by the SM count:
-    MMAs at their instruction's rate, and shared-memory operand reads (iosim.machine.MmaCost:
-    ldmatrix reads add to mma.sync's time; wgmma overlaps its own)."""
-    from ..machine import MmaCost
-    from ..schedule import Loop, Mma
-    g, p = a.gpu, a.problem
-    wgmma_rate = g.tensor_rate(p.dtype)
-    smem_rate = g.shared_memory_bandwidth_bytes_per_s
-    out = {"mma_s": 0.0, "operand_s": 0.0, "busy_s": 0.0, "instructions": set()}
-
-    def walk(program, cost, n):
-        for item in program:
-            if isinstance(item, Loop):
-                walk(item.body, cost, n * item.count)
-            elif isinstance(item, Mma):
-                mma = item.flops * cost.scale / wgmma_rate
-                operand = cost.operand_bytes(item) / smem_rate
-                out["mma_s"] += n * mma
-                out["operand_s"] += n * operand
-                out["busy_s"] += n * cost.work(item) / wgmma_rate
-
-    for k in a.schedule.kernels:
-        cost = MmaCost(g, p.dtype, k.pipeline, k.launch.threads_per_cta, p.elem_bytes)
-        out["instructions"].add(getattr(k.pipeline, "mma_instruction", "wgmma"))
-        for rep, n in k.classes:
-            walk(k.program(rep), cost, n)
-    return out
 
 
 def _simulated(a):
@@ -121,23 +91,36 @@ def _simulated(a):
     d = sim.to_dict()
     util, t = d["utilization"], a.predicted_time_s
     g, p = a.gpu, a.problem
-    tw = tensor_work(a)
-    sync = "mma_sync" in tw["instructions"]
+    b = a.time_breakdown or {}
+    mma_s, operand_s = b.get("mma_s", 0.0), b.get("mma_operand_reads_s", 0.0)
+    issue_s = b.get("issue_slots_s", 0.0)
+    busy_s = mma_s + operand_s          # what the tensor server's busy time counts
+    scale = b.get("clock_hz", g.clock_hz) / g.clock_hz
+    raw_operand_s = a.counters.smem_read_bytes_estimate / (
+        g.shared_memory_bandwidth_bytes_per_s * scale)     # all SMs' bandwidth, at the clock
+    instrs = {k.pipeline.get("mma_instruction", "wgmma") for k in a.kernels}
+    sync = "mma_sync" in instrs
+    clock = b.get("clock_hz", g.clock_hz)
     frac = g.mma_flops_per_s_per_sm(p.dtype, "mma_sync") / g.tensor_flops_per_s_per_sm(p.dtype)
-    rate_note = (f"mma.sync at {frac:.1%} of the {p.dtype} peak" if sync else
-                 f"wgmma at the {p.dtype} peak")
-    binds = tw["operand_s"] > 0.25 * tw["busy_s"]
+    at = f" at {clock / 1e6:,.0f} MHz (sustained under load)" if clock < g.clock_hz else ""
+    rate_note = (f"mma.sync at {frac:.1%} of wgmma's rate{at}" if sync else
+                 f"wgmma at its achievable rate{at}")
+    binds = operand_s > 0.25 * busy_s if busy_s else False
     rows = [("predicted time", f"{seconds(t)}  [{a.model}, {d['mode']} mode]"),
             ("tensor unit busy", f"{util['tensor']:.0%} = {seconds(util['tensor'] * t)}  "
-                                 f"[its work, {seconds(tw['busy_s'])} per SM: the lines below]")]
-    rows.append(("  MMAs", f"{seconds(tw['mma_s'])}  [{rate_note}]"))
-    if tw["operand_s"]:
+                                 f"[its work, {seconds(busy_s)} per SM: the lines below]")]
+    rows.append(("  MMAs", f"{seconds(mma_s)}  [{rate_note}]"))
+    if raw_operand_s:
         overlap = ("added: the same warps issue ldmatrix, then mma.sync" if sync else
-                   "overlapped by wgmma")
+                   f"overlapped by wgmma; {seconds(operand_s)} beyond the MMAs")
         rows.append(("  shared-memory operand reads",
-                     f"{seconds(tw['operand_s'])}  [{nbytes(a.counters.smem_read_bytes_estimate)} at "
+                     f"{seconds(raw_operand_s)}  [{nbytes(a.counters.smem_read_bytes_estimate)} at "
                      f"{si(g.shared_memory_bandwidth_bytes_per_s, 'B/s')}; {overlap}]"
                      + ("  ← binds" if binds and sync and a.bound_by == "tensor cores" else "")))
+    if issue_s:
+        rows.append(("MMA stream held by softmax", f"{seconds(issue_s)}  [exp and elementwise "
+                                                   f"instructions issue at 128 lanes/clock; "
+                                                   f"not tensor busy time]"))
     names = {"exp": "exp units busy", "alu": "ALUs busy", "l2": "L2 busy", "dram": "DRAM busy"}
     for key, label in names.items():
         rows.append((label, f"{util[key]:.0%} = {seconds(util[key] * t)}"))

@@ -25,7 +25,7 @@ def _groups(heads: int) -> list:
 def facts(ctx) -> dict:
     p0, gpu = ctx.problem, ctx.gpu
     L, d, eb = ctx.N, ctx.d, ctx.eb
-    peak = gpu.tensor_rate(p0.dtype)
+    peak = gpu.tensor_peak_rate(p0.dtype)
     bw = gpu.dram_bandwidth_bytes_per_s
     rows = []
     for g in _groups(p0.heads_q):

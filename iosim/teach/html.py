@@ -25,7 +25,7 @@ def roofline_over_n(ctx) -> "go.Figure":
     from ..analysis.analyze import analyze
     from ..plot import color
     ns = sorted(set(SLIDER_NS) | {ctx.problem.seq_q})
-    rate = ctx.gpu.tensor_rate(ctx.problem.dtype)
+    rate = ctx.gpu.tensor_peak_rate(ctx.problem.dtype)
     bw = ctx.gpu.dram_bandwidth_bytes_per_s
     ridge = rate / bw
     xs = [1, ridge, 1e5]
