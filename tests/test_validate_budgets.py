@@ -109,14 +109,6 @@ def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validat
     assert sum(errs) / len(errs) <= 0.06
 
 
-def test_project_time_mape_without_fitted_factors_is_at_most_twelve_percent(validation_dataset):
-    # where the one model stands today, no factor fitted (docs/validation.md)
-    rows = _project(validation_dataset[0])
-    errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
-    assert len(errs) >= 20
-    assert sum(errs) / len(errs) <= 0.12
-
-
 # ---- the error definitions the budgets are judged by -----------------------------------------
 def test_time_error_is_the_simulated_over_the_measured_time():
     rows = [_row(time_pred=2.2, time_meas=2.0), _row(time_pred=1.6, time_meas=2.0)]
