@@ -88,6 +88,7 @@ class Site:
     ahead: int
     moves: int
     at: int = -1
+    literal: bool = False    # every coordinate but the loop variable's is a number
 
 
 MOVES_LAST, MOVES_INNER, MOVES_ENV = 0, 1, 2
@@ -112,7 +113,10 @@ def _site(idx: int, op, var: str, lead: int) -> Site:
         moves, at = MOVES_INNER, coord.index(var)
     else:
         moves, at = MOVES_ENV, -1
-    return Site(idx, _op_code(op), lead if op.kind == "load" else 0, moves, at)
+    literal = all(not isinstance(c, str) for i, c in enumerate(coord)
+                  if i != (len(coord) - 1 if moves == MOVES_LAST else at))
+    return Site(idx, _op_code(op), lead if op.kind == "load" else 0, moves, at,
+                literal and moves != MOVES_ENV)
 
 
 def compile_shape(items, stages: int, memo: dict) -> tuple:
@@ -235,8 +239,9 @@ class AccessSampler:
             nbytes, sid = op.bytes, self.stream(op.tensor)
             if site.moves == MOVES_LAST:
                 # the tile moves with the loop: its sampled iterations, arithmetically
-                head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                            for c in coord[:-1])
+                head = (op.tensor,) + (coord[:-1] if site.literal else
+                                       tuple(env[c] if isinstance(c, str) else c
+                                             for c in coord[:-1]))
                 first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
                 base = t0 + dt * (pos + idx)
                 step = dt * body_ticks
@@ -247,8 +252,10 @@ class AccessSampler:
                 # the tile moves with the loop along another coordinate than the last: the
                 # key's prefix changes with v, its last coordinate does not
                 at = site.at
-                bound = tuple(env[c] if isinstance(c, str) else c for c in coord[:at])
-                after = tuple(env[c] if isinstance(c, str) else c for c in coord[at + 1:])
+                bound, after = coord[:at], coord[at + 1:]
+                if not site.literal:
+                    bound = tuple(env[c] if isinstance(c, str) else c for c in bound)
+                    after = tuple(env[c] if isinstance(c, str) else c for c in after)
                 pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
                 for v in self._inner_sampled(pre, mid, last, start, count):
                     j = v - start - ahead
