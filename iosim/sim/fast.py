@@ -252,10 +252,11 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts) -> AccessSampler
         stages = max(1, k.pipeline.stages)
         marks_of = runs[ki].marks_of
         tail = tail_starts[ki] if tail_starts[ki] is not None else k.num_ctas
+        program, class_of = k.program, k.class_of
         for cta in range(plan.limits[ki]):
             start_s, seg_ends = marks_of(cta)
-            sampler.cta(ki, split_segments(k.program(cta)), start_s, seg_ends, stages,
-                        int(cta >= tail))
+            sampler.cta(ki, split_segments(program(cta)), start_s, seg_ends, stages,
+                        int(cta >= tail), class_of(cta))
     return sampler
 
 

@@ -76,6 +76,69 @@ def _op_code(op) -> int:
     return LOAD if op.kind == "load" else (REDUCE if op.reduce else STORE)
 
 
+@dataclass(frozen=True)
+class Site:
+    """A memory op of an innermost loop body, as its class walks it: its index in the body,
+    op code, iterations issued early, and how its tile key moves with the loop variable
+    (MOVES_LAST: along the last coordinate; MOVES_INNER: along coordinate `at`, another one;
+    MOVES_ENV: otherwise, keys bound from the environment)."""
+
+    index: int
+    code: int
+    ahead: int
+    moves: int
+    at: int = -1
+    literal: bool = False    # every coordinate but the loop variable's is a number
+
+
+MOVES_LAST, MOVES_INNER, MOVES_ENV = 0, 1, 2
+MEMORY_LEAF = "memory"
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """A loop of a class's program: expanded ops per iteration, and either the shapes of its
+    body's items (a loop that holds loops) or the sites of its memory ops (innermost)."""
+
+    body_ticks: int
+    children: tuple | None
+    sites: tuple
+
+
+def _site(idx: int, op, var: str, lead: int) -> Site:
+    coord = op.coord
+    if coord and coord[-1] == var and var not in coord[:-1]:
+        moves, at = MOVES_LAST, -1
+    elif coord and coord.count(var) == 1:
+        moves, at = MOVES_INNER, coord.index(var)
+    else:
+        moves, at = MOVES_ENV, -1
+    literal = all(not isinstance(c, str) for i, c in enumerate(coord)
+                  if i != (len(coord) - 1 if moves == MOVES_LAST else at))
+    return Site(idx, _op_code(op), lead if op.kind == "load" else 0, moves, at,
+                literal and moves != MOVES_ENV)
+
+
+def compile_shape(items, stages: int, memo: dict) -> tuple:
+    """The shape of a program's items (one entry per item): None for an op that touches no
+    memory, MEMORY_LEAF for a load or store, a LoopShape for a loop. CTAs of one class share
+    it (schedule.Kernel: same ops and loop counts, other coordinates), so it is built once
+    per class and the CTA's own ops supply the coordinates."""
+    out = []
+    for it in items:
+        if not isinstance(it, Loop):
+            out.append(MEMORY_LEAF if it.kind in ("load", "store") else None)
+        elif any(isinstance(b, Loop) for b in it.body):
+            out.append(LoopShape(_ticks(it.body, memo), compile_shape(it.body, stages, memo),
+                                 ()))
+        else:
+            lead = issue_lead(stages)
+            out.append(LoopShape(_ticks(it.body, memo), None,
+                                 tuple(_site(i, op, it.var, lead) for i, op in enumerate(it.body)
+                                       if op.kind in ("load", "store"))))
+    return tuple(out)
+
+
 class AccessSampler:
     """Places the sampled tile accesses of CTAs in time (see the module docstring)."""
 
@@ -83,7 +146,8 @@ class AccessSampler:
         self.ratio = ratio
         self.salt = _Salt()
         self.ticks_memo: dict = {}
-        self._plans: dict = {}
+        self._shapes: dict = {}      # (kernel, class, stages) → per segment (ticks, shape)
+        self._inner_hits: dict = {}  # sampled iterations of a tile moving along an inner coord
         self.out: list = []          # accesses (time_s, key, bytes, op, stream)
         self.streams: list = []      # of Stream
         self._stream_ids: dict = {}
@@ -102,88 +166,101 @@ class AccessSampler:
             self.streams.append(Stream(*k))
         return sid
 
+    def _segment_shapes(self, segments: list, stages: int, cls) -> list:
+        key = (self.kernel, cls, stages)
+        shapes = self._shapes.get(key) if cls is not None else None
+        if shapes is None:
+            self.ticks_memo.clear()
+            shapes = [(_ticks(seg, self.ticks_memo), compile_shape(seg, stages, self.ticks_memo))
+                      for seg in segments]
+            self.ticks_memo.clear()
+            if cls is not None:
+                self._shapes[key] = shapes
+        return shapes
+
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
-            cohort: int = 0) -> None:
+            cohort: int = 0, cls: int | None = None) -> None:
         """Place one CTA's accesses: segment s runs from the end of segment s−1 (or start_s)
-        to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops."""
+        to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops. `cls`:
+        the CTA's class in kernel ki (schedule.Kernel.class_of); CTAs of one class share the
+        program's shape, computed once (None: computed for this CTA alone)."""
         self.kernel, self.cohort = ki, cohort
         t0 = start_s
-        for seg, t1 in zip(segments, seg_ends):
-            ticks = _ticks(seg, self.ticks_memo)
-            self._walk(seg, 0, {}, t0, (t1 - t0) / max(ticks, 1), stages)
+        for seg, t1, (ticks, shape) in zip(segments, seg_ends,
+                                          self._segment_shapes(segments, stages, cls)):
+            self._walk(seg, shape, 0, {}, t0, (t1 - t0) / max(ticks, 1))
             t0 = t1
 
-    def _walk(self, items, pos, env, t0, dt, stages):
-        for item in items:
-            if not isinstance(item, Loop):
-                if item.kind in ("load", "store"):
-                    key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                                 for c in item.coord)
-                    if self.sampled(key):
-                        self.out.append((t0 + dt * pos, key, item.bytes, _op_code(item),
-                                         self.stream(item.tensor)))
+    def _walk(self, items, shape, pos, env, t0, dt):
+        for item, node in zip(items, shape, strict=True):
+            if node is None:
                 pos += 1
-                continue
-            body_ticks = _ticks(item.body, self.ticks_memo)
-            if any(isinstance(b, Loop) for b in item.body):
-                for v in range(item.start, item.start + item.count):
-                    env[item.var] = v
-                    self._walk(item.body, pos + (v - item.start) * body_ticks, env, t0, dt,
-                               stages)
-                env.pop(item.var, None)
+            elif node is MEMORY_LEAF:
+                key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
+                                             for c in item.coord)
+                if self.sampled(key):
+                    self.out.append((t0 + dt * pos, key, item.bytes, _op_code(item),
+                                     self.stream(item.tensor)))
+                pos += 1
             else:
-                self._innermost(item, pos, env, t0, dt, stages, body_ticks)
-            pos += item.count * body_ticks
+                body_ticks = node.body_ticks
+                if node.children is not None:
+                    for v in range(item.start, item.start + item.count):
+                        env[item.var] = v
+                        self._walk(item.body, node.children,
+                                   pos + (v - item.start) * body_ticks, env, t0, dt)
+                    env.pop(item.var, None)
+                else:
+                    self._innermost(item, node.sites, pos, env, t0, dt, body_ticks)
+                pos += item.count * body_ticks
 
-    def _plan(self, item, stages: int) -> list:
-        """An innermost loop body's memory ops, once per body (memoised by identity): (index,
-        op, op code, iterations issued early, whether the tile moves along its last
-        coordinate with the loop variable)."""
-        key = (id(item.body), item.var, stages)
-        hit = self._plans.get(key)
-        if hit is not None and hit[0] is item.body:
-            return hit[1]
-        lead = issue_lead(stages)
-        var = item.var
-        plan = [(idx, op, _op_code(op), lead if op.kind == "load" else 0,
-                 bool(op.coord) and op.coord[-1] == var and var not in op.coord[:-1])
-                for idx, op in enumerate(item.body) if op.kind in ("load", "store")]
-        self._plans[key] = (item.body, plan)
-        return plan
+    def _inner_sampled(self, pre: tuple, mid: tuple, last, start: int, count: int) -> list:
+        """The iterations v of [start, start + count) whose tile pre + (v,) + mid + (last,)
+        is sampled (memoised: CTAs that share the tile walk it alike)."""
+        key = (pre, mid, last, start, count)
+        hit = self._inner_hits.get(key)
+        if hit is None:
+            R, salt = self.ratio, self.salt
+            hit = self._inner_hits[key] = [
+                v for v in range(start, start + count)
+                if R == 1 or (last + salt[pre + (v,) + mid]) % R == 0]
+        return hit
 
-    def _innermost(self, item, pos, env, t0, dt, stages, body_ticks):
+    def _innermost(self, item, sites, pos, env, t0, dt, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
         (pipeline.issue_lead iterations early)."""
         var, start, count = item.var, item.start, item.count
         R = self.ratio
         out = self.out
-        for idx, op, code, ahead, moves_last in self._plan(item, stages):
-            coord = op.coord
+        body = item.body
+        for site in sites:
+            op = body[site.index]
+            coord, idx, code, ahead = op.coord, site.index, site.code, site.ahead
             nbytes, sid = op.bytes, self.stream(op.tensor)
-            if moves_last:
+            if site.moves == MOVES_LAST:
                 # the tile moves with the loop: its sampled iterations, arithmetically
-                head = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                            for c in coord[:-1])
+                head = (op.tensor,) + (coord[:-1] if site.literal else
+                                       tuple(env[c] if isinstance(c, str) else c
+                                             for c in coord[:-1]))
                 first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
                 base = t0 + dt * (pos + idx)
                 step = dt * body_ticks
                 for v in range(first, start + count, R):
                     j = v - start - ahead
                     out.append((base + step * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
-            elif coord and coord.count(var) == 1:
+            elif site.moves == MOVES_INNER:
                 # the tile moves with the loop along another coordinate than the last: the
                 # key's prefix changes with v, its last coordinate does not
-                at = coord.index(var)
-                bound = tuple(env[c] if isinstance(c, str) else c for c in coord[:at])
-                after = tuple(env[c] if isinstance(c, str) else c for c in coord[at + 1:])
+                at = site.at
+                bound, after = coord[:at], coord[at + 1:]
+                if not site.literal:
+                    bound = tuple(env[c] if isinstance(c, str) else c for c in bound)
+                    after = tuple(env[c] if isinstance(c, str) else c for c in after)
                 pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
-                salt = self.salt
-                for v in range(start, start + count):
-                    prefix = pre + (v,) + mid
-                    if R == 1 or (last + salt[prefix]) % R == 0:
-                        j = v - start - ahead
-                        out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
-                                    prefix + (last,), nbytes, code, sid))
+                for v in self._inner_sampled(pre, mid, last, start, count):
+                    j = v - start - ahead
+                    out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
+                                pre + (v,) + mid + (last,), nbytes, code, sid))
             else:
                 for v in range(start, start + count):
                     env[var] = v
