@@ -40,6 +40,7 @@ PLAUSIBLE = {
     "l2_capacity_bytes": (64 * KiB, 4 * GiB),
     "l2_bandwidth_bytes_per_s": (1e9, 1e15),
     "l2_latency_s": (1e-9, 1e-5),
+    "l2_reduce_bandwidth_bytes_per_s": (1e9, 1e15),
     "dram_capacity_bytes": (100e6, 10e12),
     "dram_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_latency_s": (1e-8, 1e-4),
@@ -124,6 +125,9 @@ class GpuSpec(BaseModel):
     l2_capacity_bytes: int = Field(gt=0)
     l2_bandwidth_bytes_per_s: float = Field(gt=0)
     l2_latency_s: float = Field(gt=0)
+    # chip-wide rate of fp32 atomic reductions (red.global.add.f32) into L2 in the layout a
+    # schedule's `reduce` stores issue (machine.reduce_l2_cost); None: served as plain stores
+    l2_reduce_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     dram_capacity_bytes: int = Field(gt=0)
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
     dram_latency_s: float = Field(gt=0)

@@ -19,6 +19,16 @@ def occupancy(gpu, launch) -> int:
     return max(0, min(limits))
 
 
+def reduce_l2_cost(gpu) -> float:
+    """L2↔SM bytes of port time one byte of a `reduce` store (fp32 atomic accumulate) takes:
+    the L2 bandwidth over the measured atomic-reduction rate (GpuSpec.l2_reduce_bandwidth_
+    bytes_per_s; 1 where the GPU has none). Measured on the H200 (measurements/h200/
+    atomics_h200.json): red.global.add.f32 in the mma accumulator-fragment layout of FA-2's
+    dQaccum runs at ~1 TB/s from all SMs against 7.1 TB/s of L2 reads."""
+    rate = gpu.l2_reduce_bandwidth_bytes_per_s
+    return gpu.l2_bandwidth_bytes_per_s / rate if rate else 1.0
+
+
 def grid_index(cta: int, grid: tuple) -> tuple:
     """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
     x = cta % grid[0]

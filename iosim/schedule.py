@@ -118,6 +118,7 @@ class Totals:
 
     load_bytes: Counter = field(default_factory=Counter)   # per tensor, global → SM
     store_bytes: Counter = field(default_factory=Counter)  # per tensor, SM → global
+    reduce_bytes: int = 0    # of those, bytes stored by `reduce` (atomic accumulate) stores
     loads: int = 0
     stores: int = 0
     mma_flops: int = 0
@@ -133,6 +134,7 @@ class Totals:
             self.store_bytes[t] += b * times
         self.loads += other.loads * times
         self.stores += other.stores * times
+        self.reduce_bytes += other.reduce_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
@@ -161,6 +163,8 @@ def program_totals(program: tuple) -> Totals:
         elif isinstance(item, Store):
             t.store_bytes[item.tensor] += item.bytes
             t.stores += 1
+            if item.reduce:
+                t.reduce_bytes += item.bytes
         elif isinstance(item, Mma):
             t.mma_flops += item.flops
             t.mma_ops += 1

@@ -71,6 +71,54 @@ extern "C" __global__ void empty_kernel() {}
 """
 
 
+# fp32 atomic reduction into L2, the access pattern of FA-2's dQaccum (fa2_bwd.cu)
+_ATOMIC_SRC = r"""
+extern "C" __global__ void red_tile(float* __restrict__ buf, int tile_floats, int share, int n_tiles,
+                                    int reps, int layout, int op) {
+    // CTA c adds (op 1, 2: red.global.add.f32 scalar / .v4) or stores (op 0) one fp32 tile of
+    // tile_floats per rep into tile ((c / share) + r) % n_tiles: the `share` CTAs of a group
+    // hit the same tile at the same time, different groups different tiles. layout 0: a warp
+    // covers 128 contiguous bytes per instruction; layout 1: the mma.sync accumulator fragment
+    // of FA-2's dQ (8 rows x 4 lanes x 2 adjacent floats, 16 warp-rows, d = 128 columns)
+    const int group = blockIdx.x / share;
+    const float v = 1.0f;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+    for (int r = 0; r < reps; ++r) {
+        float* tile = buf + (long long)((group + r) % n_tiles) * tile_floats;
+        if (layout == 0) {
+            if (op == 2) {
+                for (int e = threadIdx.x * 4; e < tile_floats; e += blockDim.x * 4)
+                    asm volatile("red.global.add.v4.f32 [%0], {%1, %1, %1, %1};"
+                                 :: "l"(tile + e), "f"(v) : "memory");
+            } else {
+                for (int e = threadIdx.x; e < tile_floats; e += blockDim.x) {
+                    if (op == 1) asm volatile("red.global.add.f32 [%0], %1;" :: "l"(tile + e), "f"(v) : "memory");
+                    else asm volatile("st.global.f32 [%0], %1;" :: "l"(tile + e), "f"(v) : "memory");
+                }
+            }
+        } else {
+            const int rows = tile_floats / 128;
+            for (int r16 = warp * 16; r16 < rows; r16 += nwarp * 16)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    float* dst = tile + (long long)(r16 + (lane >> 2) + hf * 8) * 128 + (lane & 3) * 2;
+#pragma unroll
+                    for (int n = 0; n < 16; ++n) {
+                        if (op == 1) {
+                            asm volatile("red.global.add.f32 [%0], %1;" :: "l"(dst + n * 8), "f"(v) : "memory");
+                            asm volatile("red.global.add.f32 [%0], %1;" :: "l"(dst + n * 8 + 1), "f"(v) : "memory");
+                        } else {
+                            asm volatile("st.global.f32 [%0], %1;" :: "l"(dst + n * 8), "f"(v) : "memory");
+                            asm volatile("st.global.f32 [%0], %1;" :: "l"(dst + n * 8 + 1), "f"(v) : "memory");
+                        }
+                    }
+                }
+        }
+    }
+}
+"""
+
+
 def _time_ms(fn, warmup=3, reps=20):
     import cupy as cp
     for _ in range(warmup):
@@ -168,6 +216,64 @@ def launch_overhead(mod, n: int = 2000) -> dict:
             "method": f"{n} back-to-back empty launches timed with CUDA events, per launch"}
 
 
+ATOMIC_TILE_ROWS, ATOMIC_TILE_COLS = 128, 128     # one Br x d fp32 dQ tile (64 KiB)
+ATOMIC_SHARES = (1, 4, 16, 64, 264)
+
+
+def atomic_reduction(sm_count: int, ctas_per_sm: int = 2, threads: int = 256,
+                     target_ms: float = 2.0) -> dict:
+    """fp32 reduction throughput into L2: every CTA adds a 128 x 128 fp32 tile per rep, groups
+    of `share` CTAs into the same tile at the same time (share 1: distinct addresses), in the
+    layout of the dQ accumulator fragment (what fa2_bwd.cu's atomicAdd issues) and in a
+    coalesced layout, against plain stores of the same pattern. Bytes are 4 per added float."""
+    import cupy as cp
+    mod = cp.RawModule(code=_ATOMIC_SRC, options=("-std=c++17",))
+    k = mod.get_function("red_tile")
+    grid = sm_count * ctas_per_sm
+    tile = ATOMIC_TILE_ROWS * ATOMIC_TILE_COLS
+    rows = []
+    variants = [("fragment", 1, "red.f32"), ("fragment", 0, "st.f32"),
+                ("coalesced", 1, "red.f32"), ("coalesced", 2, "red.v4.f32"),
+                ("coalesced", 0, "st.f32")]
+    layouts = {"fragment": 1, "coalesced": 0}
+    for share in ATOMIC_SHARES:
+        share = min(share, grid)
+        n_groups = -(-grid // share)
+        for layout, op, name in variants:
+            buf = cp.zeros(n_groups * tile, dtype=cp.float32)
+
+            def launch(reps):
+                k((grid,), (threads,), (buf, cp.int32(tile), cp.int32(share),
+                                        cp.int32(n_groups), cp.int32(reps),
+                                        cp.int32(layouts[layout]), cp.int32(op)))
+            probe_ms = _time_ms(lambda: launch(4), warmup=1, reps=3)
+            reps = max(4, min(4096, int(4 * target_ms / max(probe_ms, 1e-3))))
+            reps -= reps % n_groups if reps >= n_groups else 0
+            buf.fill(0)
+            launch(reps)
+            total = float(buf.sum(dtype=cp.float64))
+            expect = float(grid) * reps * tile if op else float(n_groups * tile)
+            ok = total == expect if op else bool(cp.all(buf == 1.0))
+            ms = _time_ms(lambda: launch(reps), warmup=2, reps=10)
+            nbytes = grid * reps * tile * 4
+            rows.append({"layout": layout, "op": name, "share": share, "ctas": grid,
+                         "reps": reps, "ms": ms, "bytes_per_s": nbytes / (ms * 1e-3),
+                         "checked": ok})
+    return {"rows": rows,
+            "method": f"{grid} CTAs x {threads} threads, each adds (red.global.add.f32) or stores "
+                      f"one {ATOMIC_TILE_ROWS}x{ATOMIC_TILE_COLS} fp32 tile per rep; `share` CTAs "
+                      f"target the same tile at once; bytes = 4 per float; median of 10 CUDA-event "
+                      f"timings; checked: sum of the buffer (float64) equals the adds made"}
+
+
+def atomic_table(result: dict) -> str:
+    lines = [f"{'layout':10} {'op':11} {'share':>5} {'reps':>5} {'ms':>8} {'GB/s':>9} ok"]
+    for r in result["rows"]:
+        lines.append(f"{r['layout']:10} {r['op']:11} {r['share']:5d} {r['reps']:5d} "
+                     f"{r['ms']:8.3f} {r['bytes_per_s'] / 1e9:9.1f} {r['checked']}")
+    return "\n".join(lines)
+
+
 def run_all() -> dict:
     import cupy as cp
     facts = device_facts()
@@ -179,14 +285,24 @@ def run_all() -> dict:
     results["exp"] = exp_throughput(mod, facts["sm_count"], facts["clock_hz_reported"])
     results["launch"] = launch_overhead(mod)
     results["tensor_fp16_mma_sync"] = mma_sync_rate(mod, facts["sm_count"])
+    results["atomic_reduction"] = atomic_reduction(facts["sm_count"])
     return results
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--only-atomics", action="store_true",
+                    help="run only the fp32 atomic reduction benchmark")
     args = ap.parse_args(argv)
-    results = run_all()
+    if args.only_atomics:
+        facts = device_facts()
+        results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
+                   "atomic_reduction": atomic_reduction(facts["sm_count"])}
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        print(atomic_table(results["atomic_reduction"]))
+        return
     with open(args.output, "w") as f:
         json.dump(results, f, indent=2, sort_keys=True)
     print(json.dumps(results, indent=2, sort_keys=True))

@@ -21,6 +21,7 @@ from collections import defaultdict
 
 import simpy
 
+from ..machine import reduce_l2_cost
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -92,7 +93,7 @@ class Characterizer:
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(gpu.dram_bandwidth_bytes_per_s),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
-                             l2_queue_position)
+                             l2_queue_position, reduce_l2_cost(gpu))
         ctxs = [CtaContext(env, units, mem, self.pipe, self.mma) for _ in range(k)]
         ends = [0.0] * k
 

@@ -117,8 +117,9 @@ class ExactMemory:
     the L2↔SM bandwidth server and, on a miss or dirty eviction, the DRAM server."""
 
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
-                 l2_latency_s: float, dram_latency_s: float):
+                 l2_latency_s: float, dram_latency_s: float, reduce_cost: float = 1.0):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        self.reduce_cost = reduce_cost   # machine.reduce_l2_cost: port bytes per reduced byte
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.counters = MemoryCounters()
         self.kernel_counters = MemoryCounters()   # reset by the engine at each kernel start
@@ -147,8 +148,9 @@ class ExactMemory:
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
-        """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM)."""
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
+        """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM).
+        A reduce holds the L2 port for as long as the atomic-reduction rate takes."""
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * (self.reduce_cost if reduce else 1.0))
         self._count("sm_to_l2_bytes", nbytes)
         entry = self.l2.lookup(key)
         if entry is not None:
@@ -193,8 +195,10 @@ class ExpectedMemory:
     to the one simulated SM; contention between SMs is the macro simulation's business."""
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
-                 dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0):
+                 dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
+                 reduce_cost: float = 1.0):
         self.l2_server, self.dram_server = l2_server, dram_server
+        self.reduce_cost = reduce_cost
         self.l2_queue_factor = 1.0 + l2_queue_position
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.miss_probability = miss_probability
@@ -211,5 +215,6 @@ class ExpectedMemory:
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)
+        port_bytes = nbytes * (self.reduce_cost if reduce else 1.0)
+        _, l2_done_s = self.l2_server.reserve(now_s, port_bytes * self.l2_queue_factor)
         return l2_done_s
