@@ -118,6 +118,7 @@ def _predict_one(job: tuple) -> dict:
     from ..algorithms import build_schedule
     from ..problem import AttentionProblem
     from ..clock import sustained_simulation
+    from ..machine import time_breakdown
     problem_kw, algorithm, gpu, *rest = job
     tiling = rest[0] if rest else {}
     schedule = build_schedule(AttentionProblem(**problem_kw), gpu, algorithm, **tiling)
@@ -126,15 +127,7 @@ def _predict_one(job: tuple) -> dict:
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
             "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
             "kernels": [(k.name, k.time_s) for k in r.kernels],
-            "breakdown": _breakdown(schedule, gpu, r), "clock_hz": at.clock_hz}
-
-
-def _breakdown(schedule, gpu, result) -> dict | None:
-    try:
-        from ..machine import time_breakdown
-    except ImportError:
-        return None
-    return time_breakdown(schedule, gpu, result)
+            "breakdown": time_breakdown(schedule, gpu, r), "clock_hz": at.clock_hz}
 
 
 def implementation_tiling(cfg: dict, gpu) -> dict:
@@ -312,7 +305,7 @@ def validate_dataset(sweep_path: Path | None = None, measured_path: Path | None 
                   Path(measured_path or VALIDATION_DIR / "measured_h200.csv"))]
     else:
         pairs = sweep_pairs()
-    loaded, jobs = [], []
+    loaded = []
     for topic, sp, mp in pairs:
         sweep = load_sweep(Path(sp))           # typed (formats.SweepFile)
         measured = load_measurements(Path(mp))
