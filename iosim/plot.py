@@ -61,20 +61,10 @@ def flops_per_exp(problem) -> float:
 
 
 # ---- hierarchical roofline --------------------------------------------------------------
-def roofline_figure(points, gpu, problem, measured=None, model: str | None = None) -> go.Figure:
-    """`model`: the time model asked for; points timed by another one are ringed."""
-    ok = [p for p in points if p["ok"]]
-    peak = gpu.tensor_peak_rate(problem.dtype)
-    fpe = flops_per_exp(problem)
-    exp_ceiling = gpu.exp_per_s * fpe
+def _roofline_roofs(fig, gpu, peak: float, ok: list, xmin: float, xmax: float) -> list:
+    """The DRAM and L2 roofs, the shared-memory roof where operand reads bind, and the ridge
+    points; returns the points bound by shared-memory operand reads."""
     bw_d, bw_l2 = gpu.dram_bandwidth_bytes_per_s, gpu.l2_bandwidth_bytes_per_s
-    xs = [p["intensity_dram"] for p in ok] + [p["intensity_l2"] for p in ok]
-    xs += [peak / bw_d, peak / bw_l2]
-    if measured:
-        xs += [m["intensity"] for m in measured]
-    xr = _log_range(xs, 3.0)
-    xmin, xmax = 10 ** xr[0], 10 ** xr[1]
-    fig = go.Figure()
 
     def roof(name, bw, dash):
         ridge = peak / bw
@@ -101,6 +91,14 @@ def roofline_figure(points, gpu, problem, measured=None, model: str | None = Non
         text=[f"ridge {lvl}: {r:,.0f}" for lvl, r in ridges], textposition="top center",
         textfont=dict(size=10, color=REF),
         hovertemplate="%{text} FLOP/B<extra></extra>"))
+    return smem_bound
+
+
+def _roofline_ceilings(fig, gpu, problem, peak: float, ok: list, xmin: float,
+                       xmax: float) -> float:
+    """The tensor-core (wgmma), mma.sync and exp ceilings; returns the exp ceiling."""
+    fpe = flops_per_exp(problem)
+    exp_ceiling = gpu.exp_per_s * fpe
     fig.add_trace(go.Scatter(
         x=[xmin, xmax], y=[peak, peak], mode="lines",
         name=f"tensor-core ceiling ({si(peak, 'FLOP/s')} {problem.dtype}, wgmma)",
@@ -120,6 +118,12 @@ def roofline_figure(points, gpu, problem, measured=None, model: str | None = Non
         line=dict(color=UNIT_COLORS["exp units"], width=2, dash="dash"),
         hovertemplate=(f"exp units: {gpu.exp_per_s:,.4g} exp/s × {fpe:g} matmul FLOP per exp "
                        f"= {exp_ceiling:,.4g} FLOP/s<extra></extra>")))
+    return exp_ceiling
+
+
+def _roofline_points(fig, ok: list, smem_bound: list, bw_s: float) -> None:
+    """Each algorithm's simulated points against DRAM and L2 bytes, and against shared-memory
+    operand bytes where those bind."""
     algos = list(dict.fromkeys(p["algorithm"] for p in ok))
     for i, algo in enumerate(algos):
         pts = sorted((p for p in ok if p["algorithm"] == algo), key=lambda p: p["seq"])
@@ -155,6 +159,10 @@ def roofline_figure(points, gpu, problem, measured=None, model: str | None = Non
                        f"{si(bw_s, 'B/s')}: {seconds(p['smem_operand_time_s'])} of "
                        f"{seconds(p['time_s'])}") for p in pts],
                 hovertemplate="%{text}<extra></extra>"))
+
+
+def _roofline_marks(fig, ok: list, measured, model: str | None) -> None:
+    """Rings around points timed by another model than the one asked for, and measured points."""
     other = [p for p in ok if p["model"] != model] if model else []
     if other:
         fig.add_trace(go.Scatter(
@@ -176,6 +184,24 @@ def roofline_figure(points, gpu, problem, measured=None, model: str | None = Non
                     marker=dict(symbol=symbol, size=9, color=color(algo, i),
                                 line=dict(width=1, color="#111111")),
                     text=[m["label"] for m in ms], hovertemplate="%{text}<extra></extra>"))
+
+
+def roofline_figure(points, gpu, problem, measured=None, model: str | None = None) -> go.Figure:
+    """`model`: the time model asked for; points timed by another one are ringed."""
+    ok = [p for p in points if p["ok"]]
+    peak = gpu.tensor_peak_rate(problem.dtype)
+    bw_d, bw_l2 = gpu.dram_bandwidth_bytes_per_s, gpu.l2_bandwidth_bytes_per_s
+    xs = [p["intensity_dram"] for p in ok] + [p["intensity_l2"] for p in ok]
+    xs += [peak / bw_d, peak / bw_l2]
+    if measured:
+        xs += [m["intensity"] for m in measured]
+    xr = _log_range(xs, 3.0)
+    xmin, xmax = 10 ** xr[0], 10 ** xr[1]
+    fig = go.Figure()
+    smem_bound = _roofline_roofs(fig, gpu, peak, ok, xmin, xmax)
+    exp_ceiling = _roofline_ceilings(fig, gpu, problem, peak, ok, xmin, xmax)
+    _roofline_points(fig, ok, smem_bound, gpu.shared_memory_bandwidth_bytes_per_s)
+    _roofline_marks(fig, ok, measured, model)
     ys = [p["flops_per_s"] for p in ok] + [peak, exp_ceiling, xmin * bw_d]
     fig.update_layout(**LAYOUT, title="Hierarchical roofline (simulated points; ● vs DRAM, ◇ vs L2)")
     fig.update_layout(height=520)

@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass, field
 
 from .. import __version__
-from ..units import capacity, nbytes, seconds, si
+from ..units import capacity, seconds, si
 from . import data, sweep
 from .. import plot as figures
 from ..progress import Progress
@@ -141,10 +141,25 @@ STATUS_SCRIPT = """(function(){
 })();"""
 
 
-def build_report(spec: ReportSpec, progress: bool = True) -> str:
-    """The report page for `spec`, as one HTML string."""
-    import plotly.offline
+@dataclass
+class _Collected:
+    """What one report page is drawn from: the N sweep, the SRAM sweep and measured points."""
+    base: object                 # the problem at the comparison N
+    res: object                  # sweep.sweep_n's result
+    sizes: list                  # SRAM sizes of the M sweep
+    m_algos: list
+    mpoints: list
+    measured: list
+    measured_note: str
+    compare: list                # records at the comparison N
+    slopes: dict
 
+    @property
+    def ok_points(self) -> list:
+        return [q for q in self.res.points if q["ok"]]
+
+
+def _collect(spec: ReportSpec, progress: bool) -> _Collected:
     p, gpu = spec.problem, spec.gpu
     base = p.with_(seq_q=spec.compare_seq, seq_kv=spec.compare_seq)
     sizes = sweep.sram_sizes(base, gpu, spec.m_points)
@@ -155,38 +170,44 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
                         spec.sim_mode, spec.tiling, bar, spec.sim_max_ctas)
     mpoints = sweep.sweep_m(base, gpu, sizes, m_algos, bar)
     bar.close(f"{len(res.points)} analyses, {len(mpoints)} SRAM sizes")
-
     measured, measured_note = data.measured_points(gpu, p, spec.algorithms, spec.seqs)
-    compare = [r for r in res.points if r["seq"] == spec.compare_seq]
-    slopes = sweep.m_slopes(mpoints, base)
+    return _Collected(base, res, sizes, m_algos, mpoints, measured, measured_note,
+                      [r for r in res.points if r["seq"] == spec.compare_seq],
+                      sweep.m_slopes(mpoints, base))
 
-    # timelines: simulator at the comparison N, and captured traces of the same problem
+
+def _timeline_panels(spec: ReportSpec, c: _Collected) -> tuple[list, list]:
+    """Simulated CTA timelines at the comparison N, and captured traces of the same problem."""
     sim_panels = []
     for algo in spec.algorithms:
-        a = res.analyses.get((algo, spec.compare_seq))
+        a = c.res.analyses.get((algo, spec.compare_seq))
         if a is not None and a.simulation is not None:
             bars, total = data.sim_bars(a, spec.timeline_cap)
             if bars:
                 sim_panels.append((f"{algo} (simulated, {spec.sim_mode} mode)", bars, total,
                                    figures.color(algo)))
-    trace_paths = data.find_traces(base)
     trace_panels = []
-    for path in trace_paths:
+    for path in data.find_traces(c.base):
         label, bars, total = data.trace_bars(path, spec.timeline_cap)
         if bars:
             trace_panels.append((label, bars, total, figures.color(label.split(" ")[0])))
+    return sim_panels, trace_panels
 
+
+def _figure_divs(spec: ReportSpec, c: _Collected, sim_panels: list,
+                 trace_panels: list) -> dict:
+    """Every figure of the page as its fixed-id div, keyed by that id."""
+    p, gpu = spec.problem, spec.gpu
     figs = []   # (div id, figure)
-    ok_points = [q for q in res.points if q["ok"]]
-    if ok_points:
-        figs.append(("iosim-roofline", figures.roofline_figure(res.points, gpu, p, measured,
+    if c.ok_points:
+        figs.append(("iosim-roofline", figures.roofline_figure(c.res.points, gpu, p, c.measured,
                                                                   spec.model)))
-        figs.append(("iosim-bytes-vs-n", figures.bytes_vs_n_figure(res.points, gpu, p, spec.seqs)))
-    if any(m["ok"] for m in mpoints):
+        figs.append(("iosim-bytes-vs-n", figures.bytes_vs_n_figure(c.res.points, gpu, p, spec.seqs)))
+    if any(m["ok"] for m in c.mpoints):
         figs.append(("iosim-bytes-vs-m", figures.bytes_vs_m_figure(
-            mpoints, base, sizes, sweep.m_bounds(base, sizes), slopes)))
-    if any(r["ok"] for r in compare):
-        figs.append(("iosim-compare", figures.comparison_figure(compare, spec.compare_seq)))
+            c.mpoints, c.base, c.sizes, sweep.m_bounds(c.base, c.sizes), c.slopes)))
+    if any(r["ok"] for r in c.compare):
+        figs.append(("iosim-compare", figures.comparison_figure(c.compare, spec.compare_seq)))
     if sim_panels:
         figs.append(("iosim-timeline-sim", figures.timeline_figure(
             sim_panels, f"Simulated CTA timeline by SM at N = {spec.compare_seq:,} "
@@ -194,16 +215,16 @@ def build_report(spec: ReportSpec, progress: bool = True) -> str:
     if trace_panels:
         figs.append(("iosim-timeline-trace", figures.timeline_figure(
             trace_panels, "Captured CTA timeline by SM (from the kernel's trace mode)")))
-    divs = {fid: _fig_html(fig, fid) for fid, fig in figs}
+    return {fid: _fig_html(fig, fid) for fid, fig in figs}
 
+
+def _head_html(spec: ReportSpec, c: _Collected, model_used: list, dram_src: list) -> str:
+    """The page up to the first section: title, setup table, reproduce command, GPU table."""
+    import plotly.offline
+
+    p, gpu = spec.problem, spec.gpu
     e = html.escape
-    model_used = sorted({q["model"] for q in ok_points}) or [spec.model]
-    failures = [q for q in res.points if not q["ok"]] + [m for m in mpoints if not m["ok"]]
-    util_src = sorted({r["utilization_source"] for r in compare if r["ok"]})
-    dram_src = sorted({q["dram_source"] for q in ok_points})
-    fpe = figures.flops_per_exp(p)
-
-    parts = [f"""<!DOCTYPE html>
+    return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>iosim report: {e(gpu.short_name)}, {e(', '.join(spec.algorithms))}, N {spec.seqs[0]:,}–{spec.seqs[-1]:,}</title>
@@ -218,7 +239,7 @@ Hover any point for exact numbers.</p>
 <div class="head"><div>
 <h2 id="setup">Setup</h2>
 {_table([
-    ("problem", e(p.with_(seq_q=spec.compare_seq, seq_kv=spec.compare_seq).describe())
+    ("problem", e(c.base.describe())
      + f" (N swept: {', '.join(f'{n:,}' for n in spec.seqs)})"),
     ("algorithms", e(", ".join(spec.algorithms))),
     ("comparison and SRAM sweep at", f"N = {spec.compare_seq:,}"),
@@ -234,7 +255,14 @@ Hover any point for exact numbers.</p>
 <h2 id="gpu">GPU</h2>
 {gpu_table(gpu, p.dtype)}
 </div></div>
-"""]
+"""
+
+
+def _figure_sections(spec: ReportSpec, c: _Collected, divs: dict, dram_src: list,
+                     have_sim_timeline: bool) -> list[str]:
+    """The sections that each hold one figure (the simulated timeline's last)."""
+    p, gpu, e = spec.problem, spec.gpu, html.escape
+    parts: list[str] = []
 
     def section(sid: str, title: str, intro: str, fid: str | None, missing: str = "") -> None:
         parts.append(f'<h2 id="{sid}">{e(title)}</h2>\n<p>{intro}</p>\n')
@@ -243,6 +271,7 @@ Hover any point for exact numbers.</p>
         elif missing:
             parts.append(f'<p class="muted">{missing}</p>\n')
 
+    fpe = figures.flops_per_exp(p)
     section("roofline", "Hierarchical roofline",
             "Each algorithm at each N is one simulated run, drawn twice at the same height "
             "(achieved matmul FLOP/s): at its intensity against DRAM bytes (●) and against "
@@ -251,7 +280,7 @@ Hover any point for exact numbers.</p>
             f"allow: {si(gpu.exp_per_s, 'exp/s')} × {fpe:g} matmul FLOP per exponential "
             f"({'4d' if p.direction == 'fwd' else 'per pass'} for d = {p.head_dim}), "
             "a horizontal line because attention's exps grow with its FLOPs. "
-            + e(measured_note) + ".", "iosim-roofline", "No point could be analyzed.")
+            + e(c.measured_note) + ".", "iosim-roofline", "No point could be analyzed.")
     section("bytes-vs-n", "Bytes moved vs N",
             "Left: tile traffic between L2 and the SMs (what the FlashAttention papers count as "
             "HBM accesses); right: DRAM traffic "
@@ -260,38 +289,47 @@ Hover any point for exact numbers.</p>
             "the dotted line is the compulsory traffic.", "iosim-bytes-vs-n")
     slope_txt = "; ".join(
         f"{a}: {s['large']:+.2f} for M ≥ d²" + (f", {s['small']:+.2f} below" if s["small"] is not None else "")
-        for a, s in slopes.items() if s.get("large") is not None)
+        for a, s in c.slopes.items() if s.get("large") is not None)
     section("bytes-vs-m", "Bytes vs SRAM size M",
             f"FA-1 and FA-2 at N = {spec.compare_seq:,} on the same GPU with M bytes of shared "
             "memory per CTA. FA-1 re-derives the paper's blocks (B<sub>c</sub> = ⌈M/4d⌉, "
             "B<sub>r</sub> = min(B<sub>c</sub>, d)); FA-2, whose default tiles do not follow M, "
             "uses the largest square tile that fits (one stage). "
             "Saha–Ye: the IO complexity is Θ(min(N²d/√M, N²d²/M)); the two terms cross at "
-            f"M = d² = {base.head_dim ** 2:,} elements ({capacity(base.head_dim ** 2 * base.elem_bytes)}). Fitted log–log slopes: "
+            f"M = d² = {c.base.head_dim ** 2:,} elements ({capacity(c.base.head_dim ** 2 * c.base.elem_bytes)}). Fitted log–log slopes: "
             f"{e(slope_txt) or 'n/a'} (Θ(N²d²/M) predicts −1)."
-            + ("" if "square" in m_algos else " The square-tiling algorithm for the small-cache "
+            + ("" if "square" in c.m_algos else " The square-tiling algorithm for the small-cache "
                "regime is not available in this iosim, so only the bound is drawn there."),
             "iosim-bytes-vs-m", "No SRAM size could be analyzed.")
+    util_src = sorted({r["utilization_source"] for r in c.compare if r["ok"]})
     section("compare", f"Side by side at N = {spec.compare_seq:,}",
             "Time, bytes per level and the fraction of the predicted time each unit is busy "
             f"({e('; '.join(util_src) or 'n/a')}).", "iosim-compare",
             "No algorithm could be analyzed at this N.")
-    parts.append(comparison_table(compare) + "\n")
+    parts.append(comparison_table(c.compare) + "\n")
     section("timeline", "CTA timeline",
             "Each bar is one CTA on one SM (CTAs resident together share the SM's row in "
             f"separate slots); at most {spec.timeline_cap} CTAs per algorithm, the earliest "
             "to start, so the page stays small.", "iosim-timeline-sim",
             "No simulated timeline: " + ("the simulator is not available in this iosim, or the "
-                                          "time model is the roofline." if not sim_panels else ""))
-    if trace_panels:
+                                          "time model is the roofline." if not have_sim_timeline else ""))
+    return parts
+
+
+def _tail_html(spec: ReportSpec, c: _Collected, divs: dict) -> str:
+    """Captured timeline, model notes, skipped points, and the status script."""
+    e = html.escape
+    parts = []
+    if "iosim-timeline-trace" in divs:
         parts.append(divs["iosim-timeline-trace"] + "\n")
     else:
         parts.append(f'<p class="muted">No kernel trace was captured for this problem '
-                     f'(none in tests/data/traces/ for {e(base.describe())}).</p>\n')
-    notes = sorted(res.notes) + res.substituted
+                     f'(none in tests/data/traces/ for {e(c.base.describe())}).</p>\n')
+    notes = sorted(c.res.notes) + c.res.substituted
     if notes:
         parts.append('<h2 id="notes">Model notes</h2>\n<ul>' + "".join(
             f"<li>{e(n)}</li>" for n in notes) + "</ul>\n")
+    failures = [q for q in c.res.points if not q["ok"]] + [m for m in c.mpoints if not m["ok"]]
     if failures:
         parts.append('<h2 id="skipped">Skipped points</h2>\n<ul>' + "".join(
             f"<li>{e(f['algorithm'])} "
@@ -302,3 +340,15 @@ Hover any point for exact numbers.</p>
                  '<pre id="iosim-status">{"pending": true}</pre>\n'
                  f'<script type="text/javascript">{STATUS_SCRIPT}</script>\n</body></html>\n')
     return "".join(parts)
+
+
+def build_report(spec: ReportSpec, progress: bool = True) -> str:
+    """The report page for `spec`, as one HTML string."""
+    c = _collect(spec, progress)
+    sim_panels, trace_panels = _timeline_panels(spec, c)
+    divs = _figure_divs(spec, c, sim_panels, trace_panels)
+    model_used = sorted({q["model"] for q in c.ok_points}) or [spec.model]
+    dram_src = sorted({q["dram_source"] for q in c.ok_points})
+    return (_head_html(spec, c, model_used, dram_src)
+            + "".join(_figure_sections(spec, c, divs, dram_src, bool(sim_panels)))
+            + _tail_html(spec, c, divs))

@@ -24,21 +24,24 @@ def problem_args(ctx, problem=None) -> str:
     return " ".join(args)
 
 
-def facts(ctx) -> dict:
-    p, N, d = ctx.problem, ctx.N, ctx.d
-    out = []
-    # 1. ridge point against standard attention's intensity
+def _ridge_exercise(ctx) -> dict:
+    """Exercise 1: ridge point against standard attention's intensity."""
+    p, N = ctx.problem, ctx.N
     std = ctx.analysis("standard")
     ridge = std.roofline.ridge_dram_flop_per_byte
-    out.append({
+    return {
         "q": f"On the {ctx.gpu.short_name} in {p.dtype}, how many FLOPs per DRAM byte make a kernel "
              f"compute-bound, and is standard attention at N = {N:,} there?",
         "numbers": {"ridge": ridge, "intensity": std.roofline.intensity_dram_flop_per_byte},
         "a": f"Ridge = tensor rate / DRAM bandwidth = {ridge:.1f} FLOP/B. Standard attention does "
              f"{std.roofline.intensity_dram_flop_per_byte:.1f} FLOP/B: memory-bound.",
         "cmd": f"iosim run --algo standard {problem_args(ctx)} --model roofline",
-    })
-    # 2. doubling N quadruples the S/P round trips
+    }
+
+
+def _doubling_exercise(ctx) -> dict:
+    """Exercise 2: doubling N quadruples the S/P round trips."""
+    p, N = ctx.problem, ctx.N
     p2 = p.with_(seq_q=2 * p.seq_q, seq_kv=2 * p.seq_kv)
     rt = {}
     for tag, prob in (("N", p), ("2N", p2)):
@@ -46,18 +49,21 @@ def facts(ctx) -> dict:
         c = a.counters
         rt[tag] = sum(c.l2_to_smem_bytes_by_tensor.get(t, 0) + c.smem_to_l2_bytes_by_tensor.get(t, 0)
                       for t in ("S", "P"))
-    out.append({
+    return {
         "q": f"Double N to {2 * N:,}. By what factor do standard attention's S/P round trips grow?",
         "numbers": {"round_trip_N": rt["N"], "round_trip_2N": rt["2N"],
                     "factor": rt["2N"] / rt["N"]},
         "a": f"They are N² terms: {nbytes(rt['N'])} → {nbytes(rt['2N'])}, "
              f"×{rt['2N'] / rt['N']:.2f}. The FLOPs grow ×4 too, so the intensity stays put.",
         "cmd": f"iosim run --algo standard {problem_args(ctx, p2)} --model roofline --format json",
-    })
-    # 3. online softmax by hand, one more block
+    }
+
+
+def _online_softmax_exercise(ctx) -> dict:
+    """Exercise 3: online softmax by hand, one more block."""
     w = walkthrough(E3_SCORES, E3_VALUES, 2)
     last = w["steps"][-1]
-    out.append({
+    return {
         "q": "Append a fifth key with score 5 and value 0 to the worked example (blocks of 2). "
              "What are m, α, ℓ after the third block, and the output?",
         "numbers": {"m": last["m"], "alpha": last["alpha"], "l": last["l"], "out": w["tiled"],
@@ -66,8 +72,12 @@ def facts(ctx) -> dict:
              f"ℓ = α·ℓ₂ + e^0 = {fnum(last['l'])}, output o/ℓ = {fnum(w['tiled'], 8)} "
              f"(direct softmax: {fnum(w['direct'], 8)}).",
         "cmd": "iosim teach online-softmax --scores 1,3,4,2,5 --values 1,2,3,4,0 --block 2",
-    })
-    # 4. FA-1 with half the SRAM
+    }
+
+
+def _half_sram_exercise(ctx) -> dict:
+    """Exercise 4: FA-1 with half the SRAM."""
+    N, d = ctx.N, ctx.d
     M = ctx.sram_elements_per_block
     br, bc = fa1_block_sizes(M, d)
     br2, bc2 = fa1_block_sizes(M // 2, d)
@@ -77,7 +87,7 @@ def facts(ctx) -> dict:
     br_s, bc_s = a1.tiling["fwd"].block_q, a1.tiling["fwd"].block_kv
     bc_half = max(16, bc_s // 2 // 16 * 16)
     a_half = ctx.analysis("fa1", block_q=br_s, block_kv=bc_half)
-    out.append({
+    return {
         "q": f"Halve the SRAM: M = {M // 2:,} elements. What are FA-1's Bc, T_c and Theorem 2 "
              f"count per head, and what does the fa1 schedule count with Bc = {bc_half}?",
         "numbers": {"bc": bc2, "br": br2, "T_c": ceil_div(N, bc2), "theorem2": t2,
@@ -91,10 +101,13 @@ def facts(ctx) -> dict:
              "IO ∝ 1/M.",
         "cmd": f"iosim run --algo fa1 {problem_args(ctx)} --block-q {br_s} --block-kv {bc_half} "
                "--model roofline --format json",
-    })
-    # 5. where is the crossover
+    }
+
+
+def _crossover_exercise(ctx) -> dict:
+    """Exercise 5: where is the crossover."""
     m_sm = ctx.sram_elements_per_sm
-    out.append({
+    return {
         "q": f"The crossover is M = d². With M = {m_sm:,} elements per SM, above which head "
              "dimension would this GPU be in the small-cache regime?",
         "numbers": {"d_crossover": math.sqrt(m_sm), "M": m_sm},
@@ -104,8 +117,12 @@ def facts(ctx) -> dict:
              f"d > √M = {math.sqrt(m_sm):.1f}: larger head dimensions are in the small-cache "
              "regime, where square tiling reaches Θ(N²d/√M).",
         "cmd": f"iosim teach --section lower-bound {problem_args(ctx)}",
-    })
-    # 6. recomputation
+    }
+
+
+def _recompute_exercise(ctx) -> dict:
+    """Exercise 6: recomputation."""
+    p, d = ctx.problem, ctx.d
     pb = p.with_(direction="fwd+bwd")
     s_b, f_b = ctx.analysis("standard", "fwd+bwd"), ctx.analysis("fa2", "fwd+bwd")
     extra = f_b.counters.mma_flops - s_b.counters.mma_flops
@@ -118,7 +135,7 @@ def facts(ctx) -> dict:
         answer = (f"fa2 does {extra:+,} FLOPs relative to standard ({100 * share:+.1f}%): causal "
                   "fa2 skips masked blocks while standard computes the full S, which outweighs "
                   "the recomputation.")
-    out.append({
+    return {
         "q": "How many extra tensor-core FLOPs does FA-2's backward recomputation cost, as a "
              "share of standard attention's forward + backward?",
         "numbers": {"extra": extra, "share": share,
@@ -126,8 +143,13 @@ def facts(ctx) -> dict:
         "a": answer,
         "cmd": f"iosim compare --algos standard,fa2 {problem_args(ctx)} --direction fwd+bwd "
                "--model roofline",
-    })
-    return {"exercises": out}
+    }
+
+
+def facts(ctx) -> dict:
+    return {"exercises": [make(ctx) for make in (
+        _ridge_exercise, _doubling_exercise, _online_softmax_exercise,
+        _half_sram_exercise, _crossover_exercise, _recompute_exercise)]}
 
 
 def _standard_at(ctx, problem):
