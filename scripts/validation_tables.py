@@ -56,12 +56,15 @@ def render(h200: dict, published: dict | None = None) -> str:
                    f"{r['predicted_time_s'] * 1e3:.3f} | {pct(r['time_err'], True)} | "
                    f"{pct(r['l2_err'], True)} | {pct(r['dram_err'], True)} |")
     if published:
-        out += ["", "Published rows (H100, FA-3 paper Fig. 5):", "",
+        out += ["", "Published rows (FA-3 paper Fig. 5, H100 forward; FA-2 paper Figs. 4 and 7, "
+                "A100 and H100 fwd+bwd):", "",
                 "| id | paper TFLOP/s | predicted TFLOP/s | time err |", "|---|---|---|---|"]
         for r in published["rows"]:
             out.append(f"| {r['id']} | {r['measured_tflops_per_s']:.0f} | "
                        f"{r['predicted_tflops_per_s']:.0f} | {pct(r['time_err'], True)} |")
-        out += ["", "| published series | n | MAPE | max | mean signed |", "|---|---|---|---|---|"]
+        out += ["", "| published rows (all; by series, GPU, direction) | n | MAPE | max "
+                "| mean signed |",
+                "|---|---|---|---|---|"]
         for k, v in published["summary"]["published"].items():
             out.append(f"| {k} | {v['n']} | {pct(v['mape'])} | {pct(v['max_abs_err'])} | "
                        f"{pct(v['mean_signed_err'], True)} |")

