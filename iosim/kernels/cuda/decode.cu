@@ -22,11 +22,14 @@
 // KV cache, paged (IOSIM_PAGE = page size, a power of two): K, V [pages][Hkv][page][D]; token n
 //   of request b in page block_table[b][n / page], row n % page. A tile of BKV > page rows is
 //   loaded page by page (one trace event per page piece p, coordinate (b, hk, p, j)). The block
-//   table is read once per tile, before the tile's K and V copies and for both: lane i of every
-//   warp loads the entry of the tile's page i (one 4-byte load per page per warp, all issued
-//   together; trace event block_table at (b, j), 4 bytes per page), and each copy takes its
-//   page from that lane by a warp shuffle. A copy thus waits one table round trip per tile, not
-//   one per 16-byte chunk, and the wait is behind the ring's STAGES - 1 tiles in flight.
+//   table is read once per tile, for K and V, ONE TILE AHEAD: lane i of every warp loads the
+//   entry of tile j's page i into a register (one 4-byte load per page per warp, all issued
+//   together; trace event block_table at (b, j), 4 bytes per page) right after tile j - 1's K
+//   and V copies were issued, and tile j's copies take their pages from those lanes by a warp
+//   shuffle when tile j is issued, a ring iteration later: the load lands while tile j - 1 is
+//   awaited and computed, off the stream's critical path. Only the chunk's first own tile waits
+//   for its entries (read just before its copies, in the prologue). The trace's load order is
+//   the schedule's (block_table (b, j), then tile j's K and V); the table load is a prefetch.
 //
 // fd_combine: grid (n_m, Hkv, B), 128 threads. For each split k: ML_partial and O_partial of
 //   tile (b, hk, m); m = max_k m_k, l = sum_k e^(m_k - m) l_k, O = sum_k e^(m_k - m) l_k O_k / l,
@@ -199,17 +202,28 @@ fd_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __rest
     }
 
     // block g of the request's list → (prefix?, block index j in its range, valid rows)
+    auto valid_of = [&](int g) {
+        return g < npb ? (g == npb - 1 ? pre_tail : BKV) : min(BKV, own - (g - npb) * BKV);
+    };
+    // paged: this lane's table entry of the next own tile to issue (read one tile ahead)
+    int pages_next = 0;
+    if (PAGE > 0 && g0 < g1 && g0 >= npb)        // the chunk's first own tile: read and wait
+        pages_next = fd_tile_pages(bt_b, b, g0 - npb, valid_of(g0), lane, tr);
     auto issue = [&](int g) {
         const int st = (g - g0) % STAGES;
         const bool pre = g < npb;
         const int j = pre ? g : g - npb;
-        const int valid = pre ? (g == npb - 1 ? pre_tail : BKV) : min(BKV, own - j * BKV);
+        const int valid = valid_of(g);
         const long long base_k = pre ? (long long)hk * prefix_len : ((long long)b * Hkv + hk) * Nmax;
-        const int pages = (PAGE > 0 && !pre) ? fd_tile_pages(bt_b, b, j, valid, lane, tr) : 0;
+        const int pages = pre ? 0 : pages_next;
         fd_load_kv<T_K>(s_kv + (2 * st) * KV_BYTES, pre ? Kp : K, pre, pages, b, hk, Hkv, base_k, j,
                         valid, tid, tr);
         fd_load_kv<T_V>(s_kv + (2 * st + 1) * KV_BYTES, pre ? Vp : V, pre, pages, b, hk, Hkv, base_k, j,
                         valid, tid, tr);
+        // prefetch: the next own tile's entries, consumed when that tile is issued (a ring
+        // iteration later); nothing waits for this load until then
+        if (PAGE > 0 && g + 1 < g1 && g + 1 >= npb)
+            pages_next = fd_tile_pages(bt_b, b, g + 1 - npb, valid_of(g + 1), lane, tr);
     };
 #pragma unroll
     for (int p = 0; p < STAGES - 1; ++p) {
