@@ -101,8 +101,8 @@ PREFIX_BLOCK_Q = 64      # cascade prefix tile: FlashAttention-2's split-KV kBlo
 # copy_issue_cycles computes them; tests/test_decode_copy_issue.py checks these against them).
 # The split kernel's threads issue a tile's copies and then compute on it, so this time is in
 # series with its compute (Pipeline.copy_issue_cycles_per_byte; docs/decode.md).
-COPY_ISSUE_CYCLES_CONTIGUOUS = 50.0
-COPY_ISSUE_CYCLES_PAGED = 140.0
+COPY_ISSUE_CYCLES_CONTIGUOUS = 26.5
+COPY_ISSUE_CYCLES_PAGED = 45.5
 COPY_BYTES = 16          # one cp.async
 
 
