@@ -36,8 +36,9 @@ def copy_issue_s_per_byte(gpu, pipeline) -> float:
     copy loop's instruction latencies, so issuing a tile takes its threads as long as its
     copies' dependent address arithmetic and cp.async issue, and they compute only after it:
     a lone CTA streams at tile bytes / (issue + compute) per tile, whatever the memory could
-    deliver (H200: fd_split 39 GB/s per CTA, a bare cp.async ring of the same 2 x 64 KiB
-    151 GB/s; measurements/h200/decode/sm_stream_h200.json, docs/decode.md)."""
+    deliver (H200: fd_split 39 GB/s per CTA with its first copy loop, 60 GB/s with the
+    current one, a bare cp.async ring of the same 2 x 64 KiB 151 GB/s;
+    measurements/h200/decode/sm_stream_h200.json, docs/decode.md)."""
     cpb = getattr(pipeline, "copy_issue_cycles_per_byte", 0.0)
     return cpb / gpu.clock_hz if cpb else 0.0
 

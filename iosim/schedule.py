@@ -234,8 +234,9 @@ class Pipeline:
       FA-2, torch flash). The simulator charges its rate and shared-memory operand reads.
     copy_issue_cycles_per_byte: clock cycles the CTA's threads spend issuing one byte of a
       load (cp.async copies issued by the computing threads: cycles per 16-byte copy per
-      thread / (16 × threads)), in series with their compute (machine.copy_issue_s); 0: not
-      modelled (the kernel's copy issue is not measured, or a producer/TMA issues it).
+      thread / (16 × threads)), in series with their compute
+      (machine.copy_issue_s_per_byte); 0: not modelled (the kernel's copy issue is not
+      measured, or a producer/TMA issues it).
     """
 
     stages: int = 1

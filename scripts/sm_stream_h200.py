@@ -7,7 +7,10 @@ simulator's per-SM memory-parallelism limit (GpuSpec.sm_inflight_bytes_max; docs
    dependent loads over 512 MiB, lines visited in a random order inside each 2 MiB region and
    the regions in order (every step misses L2, the TLB mostly hits, as a stream's does);
    `l2`: the same over 4 MiB after one warm pass (every step hits L2). ns per step from
-   %globaltimer, cycles from clock64.
+   %globaltimer, cycles from clock64. Each DRAM run walks on from where the last one ended
+   (new lines). The committed measurements/h200/decode/sm_stream_h200.json came from the
+   first version (commit 9a4f2df), whose runs all started at line 0: only its first DRAM run
+   (331 ns) missed L2, the other two (141 ns) re-read lines the first had left there.
 2. Stream: CTAs of NT threads, each reading its own 16 MiB with 16-byte `cp.async.cg` into a
    shared-memory ring of STAGES tiles of TILE bytes, refilled as fd_split does (tile t +
    STAGES - 1 issued before tile t is awaited, so STAGES tiles are in flight at each wait).
@@ -29,8 +32,8 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 __device__ __forceinline__ u64 gtime() { u64 t; asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ u32 ldcg(const u32* p) { u32 v; asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p)); return v; }
-__device__ __forceinline__ void chase_body(const u32* nxt, int warm, int steps, u64* out) {
-    u32 j = 0;
+__device__ __forceinline__ void chase_body(const u32* nxt, u32 start, int warm, int steps, u64* out) {
+    u32 j = start;
     for (int i = 0; i < warm; ++i) j = ldcg(nxt + j);
     const u64 t0 = gtime();
     const long long c0 = clock64();
@@ -39,15 +42,15 @@ __device__ __forceinline__ void chase_body(const u32* nxt, int warm, int steps, 
     const u64 t1 = gtime();
     out[0] = t1 - t0; out[1] = (u64)(c1 - c0); out[2] = j;
 }
-extern "C" __global__ void chase(const u32* nxt, int warm, int steps, u64* out) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) chase_body(nxt, warm, steps, out);
+extern "C" __global__ void chase(const u32* nxt, u32 start, int warm, int steps, u64* out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) chase_body(nxt, start, warm, steps, out);
 }
 #ifdef TILE
 extern "C" __global__ void __launch_bounds__(NT) stream(const char* src, long long bytes_per_cta,
-        const u32* nxt, int chase_steps, u64* out) {
+        const u32* nxt, u32 start, int chase_steps, u64* out) {
     extern __shared__ __align__(128) unsigned char smem[];
     if (chase_steps > 0 && blockIdx.x == 0) {
-        if (threadIdx.x == 0) chase_body(nxt, 0, chase_steps, out);
+        if (threadIdx.x == 0) chase_body(nxt, start, 0, chase_steps, out);
         return;
     }
     const char* base = src + (long long)blockIdx.x * bytes_per_cta;
@@ -108,12 +111,15 @@ def main(path: str) -> None:
     out = cp.zeros(4096, dtype=cp.uint64)
     dram = cp.asarray(chain(512 << 20, 2 << 20, rng))
     l2 = cp.asarray(chain(4 << 20, 4 << 20, rng))
+    pos = {"dram": 0, "l2": 0}     # each run walks on along the cycle: new lines every DRAM run
     for name, buf, warm, steps in (("dram", dram, 0, 20000), ("l2", l2, 32768, 20000)):
         vals = []
         for rep in range(3):
-            chase((1,), (32,), (buf, np.int32(warm), np.int32(steps), out))
+            chase((1,), (32,), (buf, np.uint32(pos[name]), np.int32(warm), np.int32(steps), out))
             cp.cuda.runtime.deviceSynchronize()
             ns, cyc = int(out[0]), int(out[1])
+            if name == "dram":
+                pos[name] = int(out[2])
             vals.append((ns / steps, cyc / steps))
         res[f"chase_{name}_ns"] = float(np.median([v[0] for v in vals]))
         res[f"chase_{name}_cycles"] = float(np.median([v[1] for v in vals]))
@@ -137,9 +143,12 @@ def main(path: str) -> None:
         rates = []
         for rep in range(3):
             out[:] = 0
-            f((ctas + (1 if chase_steps else 0),), (nt,), (src, np.int64(PER_CTA), dram, np.int32(chase_steps), out),
+            f((ctas + (1 if chase_steps else 0),), (nt,),
+              (src, np.int64(PER_CTA), dram, np.uint32(pos["dram"]), np.int32(chase_steps), out),
               shared_mem=tile * stages)
             cp.cuda.runtime.deviceSynchronize()
+            if chase_steps:
+                pos["dram"] = int(out[2])
             o = cp.asnumpy(out[: 8 + 2 * (ctas + 1)]).astype(np.float64)
             first = 1 if chase_steps else 0
             ns = o[8 + 2 * first: 8 + 2 * (first + ctas): 2]

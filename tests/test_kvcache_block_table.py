@@ -77,10 +77,18 @@ def test_indirect_table_load_holds_each_tiles_copies_for_at_least_an_l2_round_tr
     assert with_wait - without >= tiles * H200.l2_latency_s / 2
 
 
+def _without_table(schedule):
+    def strip(items):
+        return tuple(Loop(i.var, i.start, i.count, strip(i.body)) if isinstance(i, Loop) else i
+                     for i in items if not (isinstance(i, Load) and i.tensor == "block_table"))
+    kernels = tuple(replace(k, program=lambda cta, f=k.program: strip(f(cta))) for k in schedule.kernels)
+    return Schedule(schedule.algorithm, schedule.problem, schedule.tiling, kernels, notes=schedule.notes)
+
+
 def test_prefetched_table_reads_cost_the_stream_under_one_percent():
-    # the same stream without paging: the 32 table reads of 8 bytes ride with the tiles' copies
-    paged = simulate(_one_stream(64), H200, "exact").time_s
-    p = AttentionProblem(batch=1, heads_q=1, heads_kv=1, seq_q=1, seq_kv=4096)
-    flat = simulate(build_schedule(p, H200, "flash-decoding", block_kv=128, stages=2, splits=1),
-                    H200, "exact").time_s
-    assert abs(paged - flat) / flat < 0.01
+    # the 32 table reads of 8 bytes ride with the tiles' copies: nothing waits for them
+    s = _one_stream(64)
+    paged = simulate(s, H200, "exact").time_s
+    bare = simulate(_without_table(s), H200, "exact").time_s
+    assert paged >= bare
+    assert (paged - bare) / bare < 0.01

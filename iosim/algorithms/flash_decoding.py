@@ -40,6 +40,10 @@ Kernel 1, `fd_split`: grid (S, heads_kv · n_m, batch), x fastest; CTA (k, hk ·
     S = 1:  Store O   (b, hk, m)  rows_m × d, element bytes;  Store LSE (b, hk, m) rows_m × 1 fp32
   An empty chunk (a short request) loads nothing and stores O_partial = 0, (m, l) = (−inf, 0).
 
+  Pipeline: `stages`, mma.sync, and the threads' copy issue (copy_issue_cycles_per_byte from
+  COPY_ISSUE_CYCLES_CONTIGUOUS / _PAGED, measured in the kernel's traces): a tile's copies are
+  issued by the warps that then compute on it, in series (docs/decode.md).
+
 Kernel 2, `fd_combine` (only when S > 1): grid (n_m, heads_kv, batch); CTA (m, hk, b).
     for k in 0 … S−1:  Load ML_partial (b, hk, m, k) rows_m × 2 fp32;
                        Load O_partial  (b, hk, m, k) rows_m × d fp32;
@@ -365,12 +369,13 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
         k, y, b = grid_index(cta, grid)
         return (group_of(b) * pl.n_m + y % pl.n_m) * pl.splits + k
     period = grid[0] * grid[1] if len(groups) == 1 else grid[0] * grid[1] * grid[2]
+    copy_cycles = copy_issue_cycles_per_byte(problem, t)
     return Kernel(name="fd_split", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
                                                  fwd_registers(t, d)),
                   program=program, classes=classes, class_of=class_of, class_period=period,
                   cta_coord=lambda cta: grid_index(cta, grid),
                   pipeline=Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                    copy_issue_cycles_per_byte=copy_issue_cycles_per_byte(problem, t)),
+                                    copy_issue_cycles_per_byte=copy_cycles),
                   coord_names=("split", "kv_head_x_q_tile", "batch"))
 
 

@@ -29,8 +29,10 @@ token per decode step and takes the next free page when its last one fills, so t
 pages interleave). The simulator's L2 is a fully associative LRU keyed by tile identity, so a
 one-to-one relabelling of pages changes no hit or miss: in this model the layout changes the
 memory footprint statistics below, not the time. Page size itself costs (i) more, smaller loads
-when P < block_kv (the per-load issue and latency the simulator charges), (ii) the unused tail
-of every request's last page (memory, not traffic: kernels read valid rows only).
+when P < block_kv (the per-load latency the simulator charges), (ii) the unused tail
+of every request's last page (memory, not traffic: kernels read valid rows only); a paged
+cache's copy loop costs fd_split's threads more issue time per copy than a contiguous one
+(flash_decoding.COPY_ISSUE_CYCLES_PAGED, set on its Pipeline where the schedule is built).
 """
 from __future__ import annotations
 
