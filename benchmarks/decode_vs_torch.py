@@ -8,7 +8,8 @@ fp16, d = 128, one query token, contiguous KV cache of seq_kv keys per request; 
 (32 query heads, 32 KV heads) and 4:1 (32 / 8), seq_kv 16k and 32k, batch 1, 8, 64; then
 GQA 8:1 (64 / 8) and a paged cache (pages 16 / 64 / 256, shuffled pool) at one size.
 Each figure is the median of CUDA-event timings after warm-up, inputs rotated over enough sets
-to defeat the 60 MB L2. Ours: the fd_split (+ fd_combine) kernels with the splits and tiling of
+to defeat the 60 MB L2; the variants of one problem (ours, its split counts and page sizes, the
+torch back ends) take turns round by round (time_interleaved), so they see the same clock. Ours: the fd_split (+ fd_combine) kernels with the splits and tiling of
 iosim's flash-decoding schedule (its default). Batch-1 MHA rows are also run at 8, 16, 32, 64
 splits (more CTAs than the split heuristic's choice fills the SMs' slots in more waves).
 GB/s = K + V bytes / time. `vs cuDNN` = cuDNN time / our time at flash-decoding's default tiling (> 1: ours faster). torch back ends that refuse
@@ -132,7 +133,35 @@ def rel_err(a, b) -> float:
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
-def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, all_backends=False, splits=()):
+def time_interleaved(ops: dict, n_sets: int, rounds: int, per_round: int, warmup: int = 3) -> dict:
+    """name -> median seconds of rounds x per_round CUDA-event timings of op(k); the ops take
+    turns round by round (ours, cuDNN, ...), so all of them see the same clock and thermal
+    state (cuDNN's batch-1 times moved 1.7x between runs when timed in one block)."""
+    import statistics
+    import torch
+    for op in ops.values():
+        for w in range(warmup):
+            op(w % n_sets)
+    torch.cuda.synchronize()
+    times = {name: [] for name in ops}
+    k = 0
+    for _ in range(rounds):
+        for name, op in ops.items():
+            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(per_round)]
+            for a, b in ev:
+                a.record()
+                op(k % n_sets)
+                b.record()
+                k += 1
+            torch.cuda.synchronize()
+            times[name].extend(a.elapsed_time(b) / 1e3 for a, b in ev)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def run_case(b, hq, hkv, n, rounds, page_sizes=(), with_torch=True, all_backends=False, splits=()):
+    """Ours at the default splits, the split sweep, the paged variants and torch's back ends,
+    all timed interleaved (time_interleaved) on the same input sets."""
     import cupy as cp
     import torch
     from iosim.measure.timing import sets_to_defeat_l2, time_op
@@ -144,34 +173,43 @@ def run_case(b, hq, hkv, n, rep, page_sizes=(), with_torch=True, all_backends=Fa
     sets = make_sets(b, hq, hkv, n, d, n_sets)
     res = {"kv_bytes": kv, "sets": n_sets}
     til = TILINGS[default_tiling(b, hq, hkv, n)]
+    ops, keep = {}, []
     op, launch, Ts = ours_op(p, sets, til)
-    res["ours"] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+    ops["ours"] = op
     res["ours_splits"] = launch.n_splits
-    res["ours_O"] = torch.from_dlpack(Ts[0]["O"]).clone()
-    del op, Ts
+    keep.append(("ours_O", Ts))
     for s in splits:
         op, launch, Ts = ours_op(p, sets, til, splits=s)
-        res[f"s{s}"] = (launch.n_splits, time_op(op, n_sets, warmup=3, repeat=rep)["time_s"])
-        del op, Ts
+        ops[f"s{s}"] = op
+        res[f"s{s}_splits"] = launch.n_splits
     for ps in page_sizes:
         op, launch, Ts = ours_op(p, sets, til, page_size=ps)
-        res[f"page{ps}"] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
-        res[f"page{ps}_O"] = torch.from_dlpack(Ts[0]["O"]).clone()
-        del op, Ts
+        ops[f"page{ps}"] = op
+        keep.append((f"page{ps}_O", Ts))
+    outs_by_be = {}
     if with_torch:
         for be in BACKENDS if all_backends else BACKENDS[:2]:
             op, expanded, outs = torch_op(be, sets, hq // hkv)
             if op is None:
                 res[be] = None
                 continue
-            res[be] = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+            ops[be] = op
             res[be + "_expanded"] = expanded
-            if be == "CUDNN_ATTENTION" or "ref_O" not in res:
-                res["ref_O"] = outs[0].clone()
-            del op, outs
+            outs_by_be[be] = outs
+    per_round = 5 if b == 1 else 2
+    res.update(time_interleaved(ops, n_sets, rounds, per_round))
+    for s in splits:
+        res[f"s{s}"] = (res.pop(f"s{s}_splits"), res[f"s{s}"])
+    for key, Ts in keep:
+        res[key] = torch.from_dlpack(Ts[0]["O"]).clone()
+    for be in ("CUDNN_ATTENTION",) + BACKENDS:
+        if be in outs_by_be:
+            res["ref_O"] = outs_by_be[be][0].clone()
+            break
+    del ops, keep, outs_by_be
     if all_backends:
         op = fa2_op(p, sets)
-        res["fa2"] = time_op(op, n_sets, warmup=2, repeat=max(3, rep // 4))["time_s"]
+        res["fa2"] = time_op(op, n_sets, warmup=2, repeat=5)["time_s"]
         del op
     if "ref_O" in res:
         for key in [k for k in res if k.endswith("_O")]:
@@ -202,7 +240,7 @@ def main(argv=None) -> int:
     import torch
     from iosim.measure.timing import sets_to_defeat_l2, time_op
 
-    rep = 10 if args.quick else 20
+    rounds = 5 if args.quick else 12   # x 5 calls per round at batch 1, x 2 above (time_interleaved)
     cases = [(b, hq, hkv, n) for hq, hkv in ((32, 32), (32, 8)) for n in (16384, 32768)
              for b in ((1, 16) if args.quick else (1, 8, 64))]
     cases += [(1, 64, 8, 32768), (64, 64, 8, 16384)]
@@ -214,7 +252,7 @@ def main(argv=None) -> int:
     for b, hq, hkv, n in cases:
         sweep = SPLIT_SWEEP if b == 1 and hq == hkv else ()
         try:
-            r = run_case(b, hq, hkv, n, rep, all_backends=args.all_backends, splits=sweep)
+            r = run_case(b, hq, hkv, n, rounds, all_backends=args.all_backends, splits=sweep)
         except Exception as exc:   # one case failing must not lose the table
             lines.append(f"{b:3d} {hq:3d} {hkv:3d} {n:7d}  failed: {type(exc).__name__}: {str(exc)[:120]}")
             print(lines[-1], flush=True)
@@ -242,7 +280,7 @@ def main(argv=None) -> int:
                  "page16_us  page64_us  page256_us  (err vs cuDNN)")
     for b, hq, hkv, n in ((8, 32, 8, 32768), (1, 32, 8, 32768)):
         try:
-            r = run_case(b, hq, hkv, n, rep, page_sizes=(16, 64, 256))
+            r = run_case(b, hq, hkv, n, rounds, page_sizes=(16, 64, 256))
             errs = " ".join(f"{r.get(f'page{ps}_err', float('nan')):.1e}" for ps in (16, 64, 256))
             lines.append(f"  {b:3d} {hq:3d} {hkv:3d} {n:7d} {fmt_us(r['ours'])}     {fmt_us(r['page16'])}"
                          f"  {fmt_us(r['page64'])}  {fmt_us(r['page256'])}   ({errs})")
@@ -258,7 +296,7 @@ def main(argv=None) -> int:
             n_sets = sets_to_defeat_l2(p.kv_bytes() + p.q_bytes() * 2)
             sets = make_sets(b, hkv, hkv, 16384, 128, n_sets)
             op, launch, Ts = ours_op(p, sets, TILINGS["128x2"], splits=1)
-            t = time_op(op, n_sets, warmup=3, repeat=rep)["time_s"]
+            t = time_interleaved({"ours": op}, n_sets, rounds, 2)["ours"]
             lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} {b * hkv:5d} {fmt_us(t)}  {p.kv_bytes() / (b * hkv) / t / 1e9:12.1f}"
                          f"  {p.kv_bytes() / t / 1e9:10.0f}")
             del op, Ts, sets
@@ -266,7 +304,8 @@ def main(argv=None) -> int:
             lines.append(f"  {b:3d} {hkv:3d} {hkv:3d} failed: {type(exc).__name__}: {str(exc)[:120]}")
         print(lines[-1], flush=True)
     title = (f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN "
-             f"{torch.backends.cudnn.version()}  (median of {rep} runs; us = microseconds)")
+             f"{torch.backends.cudnn.version()}  (medians of {rounds} interleaved rounds x 5 calls at batch 1, "
+             f"x 2 above; us = microseconds)")
     text = "\n".join([title] + lines) + "\n"
     print(text)
     if args.out:

@@ -29,6 +29,20 @@ def reduce_l2_cost(gpu) -> float:
     return gpu.l2_bandwidth_bytes_per_s / rate if rate else 1.0
 
 
+def copy_issue_s_per_byte(gpu, pipeline) -> float:
+    """Seconds the issuing threads of a CTA spend per byte of a load they copy themselves
+    (Pipeline.copy_issue_cycles_per_byte at the GPU's clock); 0 where not modelled. With one
+    warp per SM sub-partition (the decode kernel: 4 warps, one CTA per SM) nothing hides the
+    copy loop's instruction latencies, so issuing a tile takes its threads as long as its
+    copies' dependent address arithmetic and cp.async issue, and they compute only after it:
+    a lone CTA streams at tile bytes / (issue + compute) per tile, whatever the memory could
+    deliver (H200: fd_split 39 GB/s per CTA with its first copy loop, 60 GB/s with the
+    current one, a bare cp.async ring of the same 2 x 64 KiB 151 GB/s;
+    measurements/h200/decode/sm_stream_h200.json, docs/decode.md)."""
+    cpb = getattr(pipeline, "copy_issue_cycles_per_byte", 0.0)
+    return cpb / gpu.clock_hz if cpb else 0.0
+
+
 def grid_index(cta: int, grid: tuple) -> tuple:
     """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
     x = cta % grid[0]

@@ -232,6 +232,11 @@ class Pipeline:
       MMA reading operands from shared memory asynchronously: cuBLAS sm90, FA-3, cuDNN) or
       "mma_sync" (warp-level MMA from registers, operands brought in by ldmatrix: FA-1,
       FA-2, torch flash). The simulator charges its rate and shared-memory operand reads.
+    copy_issue_cycles_per_byte: clock cycles the CTA's threads spend issuing one byte of a
+      load (cp.async copies issued by the computing threads: cycles per 16-byte copy per
+      thread / (16 × threads)), in series with their compute
+      (machine.copy_issue_s_per_byte); 0: not modelled (the kernel's copy issue is not
+      measured, or a producer/TMA issues it).
     """
 
     stages: int = 1
@@ -239,6 +244,7 @@ class Pipeline:
     consumer_warpgroups: int = 1
     intra_overlap: bool = False
     mma_instruction: str = "wgmma"
+    copy_issue_cycles_per_byte: float = 0.0
 
 
 def _only_class(cta: int) -> int:

@@ -1,7 +1,7 @@
 """The decode kernels on the H200, everything in one process tree, results under $OUT.
 
     python3 scripts/decode_h200.py [STEP,...]     steps: env, compile, tests, traces, bench,
-                                                  vtime, vncu, validation (= vtime,vncu)
+                                                  vtime, vncu, validation (= vtime,vncu), smstream
                                                   (default: env,compile,tests,traces,bench,validation)
 
 compile     fill CuPy's kernel cache for every decode kernel variant the later steps use
@@ -14,6 +14,8 @@ validation  vtime then vncu over iosim/data/validation/sweep_decode.yaml:
   vtime     iosim.measure.sweep time                                  -> $OUT/decode_times.csv
   vncu      iosim.measure.sweep ncu on those rows
             -> $OUT/measured_h200_decode.csv, measured_h200_decode_kernels.csv, ncu_decode_raw.txt.gz
+smstream    scripts/sm_stream_h200.py: pointer-chase latency, one-SM stream rate vs bytes in flight
+                                                                      -> $OUT/sm_stream_h200.json
 Step time limits (seconds) from the environment: DECODE_TESTS_S, DECODE_BENCH_S, DECODE_NCU_S.
 """
 from __future__ import annotations
@@ -47,6 +49,9 @@ TRACE_CASES = [  # (file stem, problem kwargs, schedule overrides)
     ("flash-decoding_b3_prefix130", dict(batch=3, heads_q=8, heads_kv=2, seq_q=1, seq_kv=600,
                                          seq_kv_list=(600, 300, 450), prefix_len=130), dict(TILE, splits=3)),
     ("flash-decoding_b1_gqa4_default_tiling", dict(batch=1, heads_q=8, heads_kv=2, seq_q=1, seq_kv=2000), {}),
+    ("flash-decoding_b2_gqa4_page16_default_tiling", dict(batch=2, heads_q=8, heads_kv=2, seq_q=1, seq_kv=1500,
+                                                          seq_kv_list=(1500, 700), page_size=16,
+                                                          page_layout="shuffled"), dict(splits=3)),
 ]
 
 
@@ -176,13 +181,19 @@ def step_vncu():
         raw.unlink()
 
 
+def step_smstream():
+    sh(f"python3 {ROOT / 'scripts' / 'sm_stream_h200.py'} {OUT / 'sm_stream_h200.json'}",
+       timeout=int(os.environ.get("DECODE_SMSTREAM_S", 60)))
+
+
 def step_validation():
     step_vtime()
     step_vncu()
 
 
 STEPS = {"env": step_env, "compile": step_compile, "tests": step_tests, "traces": step_traces,
-         "bench": step_bench, "vtime": step_vtime, "vncu": step_vncu, "validation": step_validation}
+         "bench": step_bench, "vtime": step_vtime, "vncu": step_vncu, "validation": step_validation,
+         "smstream": step_smstream}
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)

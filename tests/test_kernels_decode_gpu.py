@@ -35,6 +35,11 @@ CASES = [
     (8, 2, 1, (1,), 0, 1, False, 128, "fp16", {}),                       # one key
     (16, 4, 1, (900, 400, 1300), 0, 4, False, 128, "fp16", {"prefix_len": 130}),   # shared prefix
     (16, 4, 1, (1000, 3000), 0, 3, False, 128, "fp16", {"block_kv": 128, "stages": 2}),
+    # the default tiling (128 x 2) paged: the block table read one tile ahead, 8 / 2 / 1 pages
+    # a tile, ragged (chunks starting mid-request, empty chunks)
+    (32, 8, 1, (3000, 1029, 129), 16, 3, False, 128, "fp16", {"block_kv": 128, "stages": 2}),
+    (8, 8, 1, (3000, 1029, 129), 64, 2, False, 128, "fp16", {"block_kv": 128, "stages": 2}),
+    (32, 4, 1, (3000, 1029, 129), 256, 1, False, 128, "fp16", {"block_kv": 128, "stages": 2}),
 ]
 
 

@@ -40,6 +40,10 @@ Kernel 1, `fd_split`: grid (S, heads_kv · n_m, batch), x fastest; CTA (k, hk ·
     S = 1:  Store O   (b, hk, m)  rows_m × d, element bytes;  Store LSE (b, hk, m) rows_m × 1 fp32
   An empty chunk (a short request) loads nothing and stores O_partial = 0, (m, l) = (−inf, 0).
 
+  Pipeline: `stages`, mma.sync, and the threads' copy issue (copy_issue_cycles_per_byte from
+  COPY_ISSUE_CYCLES_CONTIGUOUS / _PAGED, measured in the kernel's traces): a tile's copies are
+  issued by the warps that then compute on it, in series (docs/decode.md).
+
 Kernel 2, `fd_combine` (only when S > 1): grid (n_m, heads_kv, batch); CTA (m, hk, b).
     for k in 0 … S−1:  Load ML_partial (b, hk, m, k) rows_m × 2 fp32;
                        Load O_partial  (b, hk, m, k) rows_m × d fp32;
@@ -94,6 +98,16 @@ EFFICIENCY_FRACTION = 0.85   # smallest S within 85% of the best wave efficiency
 COMBINE_REGISTERS = 64   # combine: fp32 accumulator row slice plus addresses
 SPLIT_STAGES = 2         # K/V tile buffers per CTA (FA-2's traits; see the module docstring)
 PREFIX_BLOCK_Q = 64      # cascade prefix tile: FlashAttention-2's split-KV kBlockM, warps own rows
+# Cycles a thread of fd_split spends per 16-byte cp.async of a tile's K/V copies (address
+# arithmetic, the paged cache's page shuffle, the copy's issue) with one warp per SM
+# sub-partition, contiguous and paged cache: the median over the committed H200 traces
+# (tests/data/traces/flash-decoding_*.json, clock64 stamps; iosim.kernels.decode.
+# copy_issue_cycles computes them; tests/test_decode_copy_issue.py checks these against them).
+# The split kernel's threads issue a tile's copies and then compute on it, so this time is in
+# series with its compute (Pipeline.copy_issue_cycles_per_byte; docs/decode.md).
+COPY_ISSUE_CYCLES_CONTIGUOUS = 26.5
+COPY_ISSUE_CYCLES_PAGED = 45.5
+COPY_BYTES = 16          # one cp.async
 
 
 def default_block_kv(d: int) -> int:
@@ -355,12 +369,21 @@ def split_kernel(problem, t: Tiling, pl: Plan) -> Kernel:
         k, y, b = grid_index(cta, grid)
         return (group_of(b) * pl.n_m + y % pl.n_m) * pl.splits + k
     period = grid[0] * grid[1] if len(groups) == 1 else grid[0] * grid[1] * grid[2]
+    copy_cycles = copy_issue_cycles_per_byte(problem, t)
     return Kernel(name="fd_split", launch=Launch(grid, t.threads, fwd_smem_bytes(t, d, eb),
                                                  fwd_registers(t, d)),
                   program=program, classes=classes, class_of=class_of, class_period=period,
                   cta_coord=lambda cta: grid_index(cta, grid),
-                  pipeline=Pipeline(stages=t.stages, mma_instruction="mma_sync"),
+                  pipeline=Pipeline(stages=t.stages, mma_instruction="mma_sync",
+                                    copy_issue_cycles_per_byte=copy_cycles),
                   coord_names=("split", "kv_head_x_q_tile", "batch"))
+
+
+def copy_issue_cycles_per_byte(problem, t: Tiling) -> float:
+    """fd_split's copy issue, in cycles per byte of its loads (Pipeline field): the measured
+    cycles per 16-byte copy per thread over the bytes the CTA's threads copy at once."""
+    cycles = COPY_ISSUE_CYCLES_PAGED if problem.page_size else COPY_ISSUE_CYCLES_CONTIGUOUS
+    return cycles / (COPY_BYTES * t.threads)
 
 
 def combine_kernel(problem, t: Tiling, pl: Plan, prefix_splits: int = 0) -> Kernel:

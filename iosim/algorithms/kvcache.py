@@ -10,11 +10,17 @@ each of min(P, r − p·P) rows (P < block_kv). With P ≥ block_kv a tile lies 
 is loaded whole. The L2 model keys tiles by (tensor, coordinate), so it sees one tile per page
 read: page-granular accesses. The decode split kernel (`fd_split`) also reads the block table:
 before each own K tile, one Load of `block_table` at (b, j) of 4 bytes per page the tile touches
-(the kernel reads those entries once per tile, for K and V, right before the tile's copies).
-The load is `indirect`: the copies take their addresses from it, so the simulator issues them
-when it lands and holds the issuing thread until then, as the kernel's warps wait on the table
-round trip before their cp.async (a latency in series with every tile of the stream). Pages of a shared prefix carry no batch index (K_prefix at
-(hk, …)): every request's table points at the same pages, and the L2 model sees the reuse.
+(the kernel reads those entries once per tile, for K and V). The kernel reads them one tile
+ahead, right after tile j − 1's copies were issued, so when tile j is issued its entries are
+in registers: nothing waits for the load, and it is not `indirect` (an indirect load holds the
+copies after it until it lands, which is what the first kernel, reading the table right before
+each tile's copies, did: a table round trip in series with every tile of the stream). The
+schedule keeps the load in tile j's place (the trace's load order); issuing it with tile j's
+copies rather than one ring iteration earlier changes no wait. Not in the schedule: the chunk's
+first own tile does wait for its entries (one round trip at the CTA's start; the loop bodies
+are uniform, so its first iteration cannot differ). Pages of a shared prefix carry no batch
+index (K_prefix at (hk, …)): every request's table points at the same pages, and the L2 model
+sees the reuse.
 
 What a page layout changes. `block_table` places pages in a pool: contiguous (a request's pages
 in order, requests back to back), shuffled (a seeded permutation of the pool: a long-running
@@ -23,8 +29,10 @@ token per decode step and takes the next free page when its last one fills, so t
 pages interleave). The simulator's L2 is a fully associative LRU keyed by tile identity, so a
 one-to-one relabelling of pages changes no hit or miss: in this model the layout changes the
 memory footprint statistics below, not the time. Page size itself costs (i) more, smaller loads
-when P < block_kv (the per-load issue and latency the simulator charges), (ii) the unused tail
-of every request's last page (memory, not traffic: kernels read valid rows only).
+when P < block_kv (the per-load latency the simulator charges), (ii) the unused tail
+of every request's last page (memory, not traffic: kernels read valid rows only); a paged
+cache's copy loop costs fd_split's threads more issue time per copy than a contiguous one
+(flash_decoding.COPY_ISSUE_CYCLES_PAGED, set on its Pipeline where the schedule is built).
 """
 from __future__ import annotations
 
@@ -69,10 +77,10 @@ def _page_split(op: Load, page: int) -> tuple:
 
 def _table_read(op: Load, page: int) -> Load:
     """The block-table entries of one own K tile: 4 bytes per page the tile touches, at (b, j)
-    (per request: every KV head's CTA reads the same entries, and the L2 model sees that)."""
+    (per request: every KV head's CTA reads the same entries, and the L2 model sees that).
+    Not indirect: the kernel reads them one tile ahead (module docstring)."""
     pages = -(-op.rows // page)
-    return Load(TABLE_TENSOR, (op.coord[0], op.coord[-1]), pages, 1, pages * TABLE_ENTRY_BYTES,
-                indirect=True)
+    return Load(TABLE_TENSOR, (op.coord[0], op.coord[-1]), pages, 1, pages * TABLE_ENTRY_BYTES)
 
 
 @lru_cache(maxsize=65536)

@@ -380,3 +380,31 @@ def schedule_inputs(problem, T: dict) -> dict:
         out[name] = pool
     out["block_table"] = cp.asarray(bt)
     return out
+
+
+def copy_issue_cycles(trace: dict) -> list:
+    """Cycles one thread of fd_split spends per 16-byte cp.async of a K/V tile, from a trace's
+    clock64 stamps (a captured trace as JSON, decode.cu as of the one-loop K/V copy): per tile
+    whose previous event is a load (Q, the previous tile's V, a block-table read: nothing but
+    the copy loop and one trace write lie between), (stamp of its first K event - that
+    event's) less one trace write (the median gap between a tile's last K and first V events,
+    where the kernel does nothing but record), over the thread's copies of the tile (K and V:
+    2 x block_kv x head_dim / 8 / threads)."""
+    k = next(k for k in trace["kernels"] if k["name"] == "fd_split")
+    d = trace["problem"].get("head_dim", 128)
+    copies = 2 * trace["tiling"]["fwd"]["block_kv"] * d // 8 / k["threads"]
+    K, V = k["names"].index("K"), k["names"].index("V")
+    writes, gaps = [], []
+    for events in k["ctas"]:
+        for a, b in zip(events, events[1:]):
+            if a[0] == 1 and b[0] == 1 and a[1] == K and b[1] == V:
+                writes.append(b[6] - a[6])
+        for i in range(1, len(events)):
+            a, b = events[i - 1], events[i]
+            if (b[0] == 1 and b[1] == K and (len(b[2]) == 3 or b[2][2] == 0)
+                    and a[0] == 1 and a[1] != K):
+                gaps.append(b[6] - a[6])
+    if not writes or not gaps:
+        return []
+    w = float(np.median(writes))
+    return [(g - w) / copies for g in gaps]

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import reduce_l2_cost
+from ..machine import copy_issue_s_per_byte, reduce_l2_cost
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -94,7 +94,8 @@ class Characterizer:
                              Server(gpu.dram_bandwidth_bytes_per_s),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
                              l2_queue_position, reduce_l2_cost(gpu))
-        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma) for _ in range(k)]
+        copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
+        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s) for _ in range(k)]
         ends = [0.0] * k
 
         def cta(i: int):

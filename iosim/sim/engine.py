@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import simpy
 
-from ..machine import SmRates, reduce_l2_cost, tensor_server_busy_s
+from ..machine import SmRates, copy_issue_s_per_byte, reduce_l2_cost, tensor_server_busy_s
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker
@@ -37,12 +37,13 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         n = kernel.num_ctas
         k_rates = kernel_rates(gpu, dtype, kernel)
         mma = kernel_mma_cost(gpu, schedule.problem, kernel)
+        copy_s = copy_issue_s_per_byte(gpu, kernel.pipeline)
         picker = SlotPicker(gpu.sm_count, occ)
         state = {"next": 0, "left": n}
         done = env.event()
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma)
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})

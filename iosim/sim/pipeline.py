@@ -6,7 +6,10 @@ the fast mode's micro-simulations (a few CTAs of one SM, expected memory behind 
 - Plain ops run in order. Consecutive loads are issued together and waited for once (a warp
   issues independent loads back to back); an `indirect` load (a block table) is waited for by
   the issuing thread before the loads after it are issued, since they take their addresses
-  from it. A store waits until L2 has accepted its bytes.
+  from it. A store waits until L2 has accepted its bytes. Where the kernel's threads issue
+  their copies themselves at a measured cost (ctx.copy_s_per_byte > 0), issuing loads holds
+  the thread for bytes × that cost (the requests go out at its start): issue time is not
+  compute time, and no compute of this thread runs under it (issue stall, counted as memory).
   Mma / Exp / Alu wait in the FIFO queue of their SM unit, then execute.
 - An innermost Loop that loads tiles is *buffered* with `Pipeline.stages` slots: at the start
   of iteration j the loads of iteration j + stages − 1 are issued (its slot was freed by
@@ -37,14 +40,16 @@ _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
 
 class CtaContext:
     """What a running CTA can reach: the clock, its SM's units, memory, its kernel's pipeline,
-    and the cost of its Mma ops on the tensor server (compute.MmaCost; None: FLOPs)."""
+    the cost of its Mma ops on the tensor server (compute.MmaCost; None: FLOPs), and the
+    seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
-    __slots__ = ("env", "units", "mem", "pipe", "stall", "mma")
+    __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte")
 
-    def __init__(self, env, units, mem, pipe, mma=None):
+    def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
         self.mma = mma
+        self.copy_s_per_byte = copy_s_per_byte
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -104,6 +109,10 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 if op.indirect and r > env.now:     # later loads need its data as addresses
                     stall[MEM] += r - env.now
                     yield env.timeout(r - env.now)
+                if ctx.copy_s_per_byte:             # the thread issues the copies itself
+                    t = op.bytes * ctx.copy_s_per_byte
+                    stall[MEM] += t
+                    yield env.timeout(t)
             continue
         if pending_s > env.now:
             stall[MEM] += pending_s - env.now
@@ -190,15 +199,22 @@ def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
     stages = lead + 1
     ring = [0.0] * stages                     # slot j % stages: when iteration j's tiles land
     indirect = any(ld.indirect for ld in loads)
+    issue_s = sum(ld.bytes for ld in loads) * ctx.copy_s_per_byte   # the threads' copy issue
     for j in range(min(lead, n)):
         env_vars[var] = start + j
         ring[j % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                             else _issue(ctx, loads, env_vars))
+        if issue_s:
+            ctx.stall[MEM] += issue_s
+            yield env.timeout(issue_s)
     for j in range(n):
         if j + lead < n:                      # slot of iteration j − 1 is free again
             env_vars[var] = start + j + lead
             ring[(j + lead) % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                                          else _issue(ctx, loads, env_vars))
+            if issue_s:
+                ctx.stall[MEM] += issue_s
+                yield env.timeout(issue_s)
         ready = ring[j % stages]
         if ready > env.now:
             ctx.stall[MEM] += ready - env.now

@@ -22,11 +22,14 @@
 // KV cache, paged (IOSIM_PAGE = page size, a power of two): K, V [pages][Hkv][page][D]; token n
 //   of request b in page block_table[b][n / page], row n % page. A tile of BKV > page rows is
 //   loaded page by page (one trace event per page piece p, coordinate (b, hk, p, j)). The block
-//   table is read once per tile, before the tile's K and V copies and for both: lane i of every
-//   warp loads the entry of the tile's page i (one 4-byte load per page per warp, all issued
-//   together; trace event block_table at (b, j), 4 bytes per page), and each copy takes its
-//   page from that lane by a warp shuffle. A copy thus waits one table round trip per tile, not
-//   one per 16-byte chunk, and the wait is behind the ring's STAGES - 1 tiles in flight.
+//   table is read once per tile, for K and V, ONE TILE AHEAD: lane i of every warp loads the
+//   entry of tile j's page i into a register (one 4-byte load per page per warp, all issued
+//   together; trace event block_table at (b, j), 4 bytes per page) right after tile j - 1's K
+//   and V copies were issued, and tile j's copies take their pages from those lanes by a warp
+//   shuffle when tile j is issued, a ring iteration later: the load lands while tile j - 1 is
+//   awaited and computed, off the stream's critical path. Only the chunk's first own tile waits
+//   for its entries (read just before its copies, in the prologue). The trace's load order is
+//   the schedule's (block_table (b, j), then tile j's K and V); the table load is a prefetch.
 //
 // fd_combine: grid (n_m, Hkv, B), 128 threads. For each split k: ML_partial and O_partial of
 //   tile (b, hk, m); m = max_k m_k, l = sum_k e^(m_k - m) l_k, O = sum_k e^(m_k - m) l_k O_k / l,
@@ -122,32 +125,57 @@ __device__ __forceinline__ int fd_tile_pages(const int* bt_b, int b, int j, int 
     return pg;
 }
 
-template <int TENSOR>
-__device__ __forceinline__ void fd_load_kv(u32 dst, const u16* base, bool prefix, int pages,
-                                           int b, int hk, int Hkv, long long row_stride_base,
-                                           int j, int valid, int tid, TraceRec& tr) {
+// Tile j of K and V together (the same rows, so one address per 16-byte chunk serves both
+// copies): thread t copies chunk ch = t % CD of rows r0 + i * RSTEP (r0 = t / CD, RSTEP = NT / CD
+// rows per pass, i = 0 … BKV / RSTEP - 1, unrolled). Paged: the rows of one pass lie in one page
+// when RSTEP divides the page (PG % RSTEP == 0), so a thread takes its page from the table lane
+// by one warp shuffle per page of the tile and reuses that page's base for all its rows in it
+// (the first kernel shuffled and recomputed the 64-bit page address for every copy of K and of
+// V: its traces show the copy loop at ~140 cycles per copy against ~50 contiguous).
+__device__ __forceinline__ void fd_load_tile(u32 dst_k, u32 dst_v, const u16* Kb, const u16* Vb,
+                                             bool prefix, int pages, int b, int hk, int Hkv,
+                                             long long row_stride_base, int j, int valid, int tid,
+                                             TraceRec& tr) {
     using namespace fdk;
-    for (int c = tid; c < BKV * CD; c += NT) {   // uniform trip count: every lane shuffles
-        const int r = c / CD, ch = c % CD;
-        const bool ok = r < valid;
-        const int n = j * BKV + r;                 // token within the range
-        const u16* src;
-        if (PAGE == 0 || prefix) {
-            src = base + (row_stride_base + n) * D + ch * 8;
-        } else {
-            const int page = __shfl_sync(0xffffffff, pages, PAGE >= BKV ? 0 : r / PG);
-            src = base + (((long long)page * Hkv + hk) * PG + (n & (PG - 1))) * D + ch * 8;
+    constexpr int RSTEP = NT / CD, NI = BKV / RSTEP;
+    static_assert(NT % CD == 0 && BKV % RSTEP == 0, "whole passes of rows");
+    const int r0 = tid / CD, ch = tid % CD;
+    const bool paged = PAGE > 0 && !prefix;
+    long long pbase = 0;                          // element offset of (page, hk, row 0)
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+        const int r = r0 + i * RSTEP;
+        const int n = j * BKV + r;                // token within the range
+        long long off;
+        if (!paged) {
+            off = (row_stride_base + n) * D + ch * 8;
+        } else if constexpr (PG % RSTEP == 0) {
+            if ((i * RSTEP) % PG == 0) {          // compile-time: a new page starts at this pass
+                const int page = __shfl_sync(0xffffffff, pages, PAGE >= BKV ? 0 : (i * RSTEP) / PG);
+                pbase = ((long long)page * Hkv + hk) * PG * D;
+            }
+            off = pbase + (long long)(n & (PG - 1)) * D + ch * 8;
+        } else {                                  // pages shorter than a pass: per row
+            const int page = __shfl_sync(0xffffffff, pages, r / PG);
+            off = (((long long)page * Hkv + hk) * PG + (n & (PG - 1))) * D + ch * 8;
         }
-        cp_async16(dst + swz(r, ch, CD), ok ? (const void*)src : (const void*)base, ok ? 16u : 0u);
+        const bool ok = r < valid;
+        const u32 so = swz(r, ch, CD);
+        cp_async16(dst_k + so, ok ? (const void*)(Kb + off) : (const void*)Kb, ok ? 16u : 0u);
+        cp_async16(dst_v + so, ok ? (const void*)(Vb + off) : (const void*)Vb, ok ? 16u : 0u);
     }
-    const int id = prefix ? (TENSOR == T_K ? T_KPRE : T_VPRE) : TENSOR;
-    if (prefix) {
-        tr.ev(EV_LOAD, id, 2, hk, j, 0, 0, valid * D * 2);
-    } else if (PAGE == 0 || PAGE >= BKV || valid <= PAGE) {
-        tr.tile(EV_LOAD, id, b, hk, j, valid * D * 2);
-    } else {
-        for (int p = 0; p * PG < valid; ++p)
-            tr.ev(EV_LOAD, id, 4, b, hk, p, j, min(PG, valid - p * PG) * D * 2);
+    // trace: K's events, then V's (both in this tile's cp.async group)
+#pragma unroll
+    for (int tv = 0; tv < 2; ++tv) {
+        const int id = prefix ? (tv == 0 ? T_KPRE : T_VPRE) : (tv == 0 ? T_K : T_V);
+        if (prefix) {
+            tr.ev(EV_LOAD, id, 2, hk, j, 0, 0, valid * D * 2);
+        } else if (PAGE == 0 || PAGE >= BKV || valid <= PAGE) {
+            tr.tile(EV_LOAD, id, b, hk, j, valid * D * 2);
+        } else {
+            for (int p = 0; p * PG < valid; ++p)
+                tr.ev(EV_LOAD, id, 4, b, hk, p, j, min(PG, valid - p * PG) * D * 2);
+        }
     }
 }
 
@@ -199,17 +227,26 @@ fd_split(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __rest
     }
 
     // block g of the request's list → (prefix?, block index j in its range, valid rows)
+    auto valid_of = [&](int g) {
+        return g < npb ? (g == npb - 1 ? pre_tail : BKV) : min(BKV, own - (g - npb) * BKV);
+    };
+    // paged: this lane's table entry of the next own tile to issue (read one tile ahead)
+    int pages_next = 0;
+    if (PAGE > 0 && g0 < g1 && g0 >= npb)        // the chunk's first own tile: read and wait
+        pages_next = fd_tile_pages(bt_b, b, g0 - npb, valid_of(g0), lane, tr);
     auto issue = [&](int g) {
         const int st = (g - g0) % STAGES;
         const bool pre = g < npb;
         const int j = pre ? g : g - npb;
-        const int valid = pre ? (g == npb - 1 ? pre_tail : BKV) : min(BKV, own - j * BKV);
+        const int valid = valid_of(g);
         const long long base_k = pre ? (long long)hk * prefix_len : ((long long)b * Hkv + hk) * Nmax;
-        const int pages = (PAGE > 0 && !pre) ? fd_tile_pages(bt_b, b, j, valid, lane, tr) : 0;
-        fd_load_kv<T_K>(s_kv + (2 * st) * KV_BYTES, pre ? Kp : K, pre, pages, b, hk, Hkv, base_k, j,
-                        valid, tid, tr);
-        fd_load_kv<T_V>(s_kv + (2 * st + 1) * KV_BYTES, pre ? Vp : V, pre, pages, b, hk, Hkv, base_k, j,
-                        valid, tid, tr);
+        const int pages = pre ? 0 : pages_next;
+        fd_load_tile(s_kv + (2 * st) * KV_BYTES, s_kv + (2 * st + 1) * KV_BYTES, pre ? Kp : K, pre ? Vp : V,
+                     pre, pages, b, hk, Hkv, base_k, j, valid, tid, tr);
+        // prefetch: the next own tile's entries, consumed when that tile is issued (a ring
+        // iteration later); nothing waits for this load until then
+        if (PAGE > 0 && g + 1 < g1 && g + 1 >= npb)
+            pages_next = fd_tile_pages(bt_b, b, g + 1 - npb, valid_of(g + 1), lane, tr);
     };
 #pragma unroll
     for (int p = 0; p < STAGES - 1; ++p) {
