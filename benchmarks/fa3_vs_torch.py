@@ -63,6 +63,7 @@ def variants() -> dict:
     v = dict(ABLATIONS)
     v["full_cp_async"] = replace(FULL, tma=False)
     v["none"] = replace(FULL, warp_specialized=False, pingpong=False, intra_overlap=False)
+    v["kv_together"] = replace(FULL, separate_kv_release=False)   # the kernel before issue 12
     return v
 
 

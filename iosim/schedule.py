@@ -228,6 +228,11 @@ class Pipeline:
     warp_specialized: a producer warp(group) issues copies; consumers only compute.
     consumer_warpgroups: consumers that ping-pong (one's softmax under the other's GEMMs).
     intra_overlap: a consumer overlaps its own softmax with its next GEMM (FA-3).
+    separate_kv_release: with warp specialization, the iteration's first load (K, read by the
+      first GEMM) and the others (V) have rings of their own, K's slot released as soon as
+      every consumer's first GEMM on it finished (FA-3's pipeline_k / pipeline_v); False: one
+      ring, a stage released after the iteration's last GEMM (the project's fa3 kernel before
+      issue 12, built with FA3_SEPARATE_KV_RELEASE=0).
     mma_instruction: the tensor-core instruction its GEMMs use: "wgmma" (Hopper warpgroup
       MMA reading operands from shared memory asynchronously: cuBLAS sm90, FA-3, cuDNN) or
       "mma_sync" (warp-level MMA from registers, operands brought in by ldmatrix: FA-1,
@@ -245,6 +250,7 @@ class Pipeline:
     intra_overlap: bool = False
     mma_instruction: str = "wgmma"
     copy_issue_cycles_per_byte: float = 0.0
+    separate_kv_release: bool = True
 
 
 def _only_class(cta: int) -> int:

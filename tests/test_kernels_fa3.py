@@ -193,3 +193,13 @@ def test_fa3_live_trace_equals_schedule():
     from iosim.kernels.trace import compare_trace
     p = _gpu_problem((1, 4, 2, 130, 300, 128, True, "fp16"))
     assert compare_trace(build_schedule(p, "h200", "fa3"), capture(p, "fa3")) == []
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_fa3_releases_k_on_a_barrier_of_its_own_unless_built_joint(tmp_path):
+    # FA-3's pipeline_k / pipeline_v: the consumers arrive on K's empty barrier after S = Q Kᵀ
+    # (the peeled first iteration and the loop) besides V's after P V
+    arrives = lambda ptx: ptx.count("mbarrier.arrive.shared::cta.b64")
+    sep = arrives(_ptx(tmp_path, {}))
+    joint = arrives(_ptx(tmp_path, {"FA3_SEPARATE_KV_RELEASE": 0}))
+    assert sep >= joint + 2

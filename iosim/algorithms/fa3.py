@@ -20,11 +20,13 @@ Tiles (fp16/bf16, after FA-3's tile_size_fwd_sm90 where it fits this register mo
 192×128 (three consumers); d = 96, 128: 128×128 (FA-3 uses 192×144 at d = 96, which needs
 more than three consumers' 160 registers here, and 128×176 at d = 128 non-causal; 128 keeps one
 shape for causal and non-causal); d = 192: 128×112; d = 256: 128×80. Two stages, except
-d = 97..128: three (224 KiB of shared memory). The project's kernel (iosim/kernels/cuda/
-fa3_fwd.cu) releases a stage's K and V together, after O += P V; with two stages its producer
-then waits on the consumers and the H200 measured it at 0.75-0.84× cuDNN, with three stages at
-0.98-1.12× (benchmarks/results/fa3_vs_torch_h200.txt, fp16 d = 128, N 4k-16k). The same tiles
-are used for fp8 (FA-3's fp8 tiles differ; not modelled).
+d = 97..128: three (224 KiB of shared memory). K and V have rings of their own
+(Pipeline.separate_kv_release): a K slot goes back to the producer after Q Kᵀ, a V slot after
+P V, as FA-3's pipeline_k / pipeline_v and the project's kernel (iosim/kernels/cuda/fa3_fwd.cu)
+since issue 12. Before, the kernel released a stage's K and V together after O += P V; with two
+stages its producer then waited on the consumers (H200: +31% at d = 128, +36..+46% at d = 64,
+benchmarks/results/fa3_kv_release/; none with three stages). The same tiles are used for fp8
+(FA-3's fp8 tiles differ; not modelled).
 
 Launch order: grid (Q blocks, heads, batch), x fastest, so one head's Q blocks launch together
 (heads-major). With causal masking the Q blocks are reversed: CTA x computes Q block

@@ -39,14 +39,17 @@ class Fa3Variant:
     pingpong: bool = True
     intra_overlap: bool = True
     tma: bool = True
+    separate_kv_release: bool = True     # False: the kernel before issue 12 (one barrier per stage)
 
     def defines(self) -> dict:
         return {"FA3_WARP_SPECIALIZED": int(self.warp_specialized), "FA3_PINGPONG": int(self.pingpong),
-                "FA3_INTRA_OVERLAP": int(self.intra_overlap), "FA3_TMA": int(self.tma)}
+                "FA3_INTRA_OVERLAP": int(self.intra_overlap), "FA3_TMA": int(self.tma),
+                "FA3_SEPARATE_KV_RELEASE": int(self.separate_kv_release)}
 
     def name(self) -> str:
         off = [n for n, on in (("ws", self.warp_specialized), ("pingpong", self.pingpong),
-                               ("intra", self.intra_overlap)) if not on]
+                               ("intra", self.intra_overlap),
+                               ("separate-kv-release", self.separate_kv_release)) if not on]
         base = "fa3" + ("" if not off else "-no-" + "-no-".join(off))
         return base + ("" if self.tma else "+cp.async")
 

@@ -283,16 +283,22 @@ class _Ring:
 
 
 def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
-    """Producer + consumers. Without intra_overlap one ring holds all of an iteration's
-    tiles. With it, the first load of the iteration (K, read by GEMM0) and the others (V,
-    read by the last GEMM) have separate rings, as FA-3's K and V pipelines: a K slot is
-    released as soon as every consumer's GEMM0 on it has finished."""
+    """Producer + consumers. With `separate_kv_release` (default) the first load of the
+    iteration (K, read by GEMM0) and the others (V, read by the last GEMM) have separate
+    rings, as FA-3's K and V pipelines: a K slot is released as soon as every consumer's
+    GEMM0 on it has finished, with or without intra_overlap. Without it one stage holds both
+    and is released after the last GEMM (with intra_overlap that needs 2 stages: K_{j+1} is
+    waited for before V_j's GEMM releases the stage)."""
     env, pipe = ctx.env, ctx.pipe
     var, start, n = loop.var, loop.start, loop.count
     n_consumers = max(1, pipe.consumer_warpgroups)
     stages = max(1, pipe.stages)
     share = 1.0 / n_consumers
-    split = _overlap_split(rest) if pipe.intra_overlap else None
+    split = _overlap_split(rest)
+    separate = getattr(pipe, "separate_kv_release", True) and split is not None and len(loads) > 1
+    together = not separate
+    if together and pipe.intra_overlap and split is not None and stages < 2:
+        raise ValueError("intra_overlap with K and V released together needs 2 stages")
 
     def ring(group):
         return _Ring(ctx, group, var, start, n, stages, n_consumers, env_vars)
@@ -306,6 +312,20 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
             yield from run_ops(ctx, rest, my_vars, share, stall, c == 0)
             all_tiles.release(j)
 
+    def plain_split_consumer(c: int, first: _Ring, others: _Ring):
+        """No intra overlap, K and V in rings of their own: K's slot is released after GEMM0."""
+        stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
+        my_vars = dict(env_vars)
+        gemm0, after = split
+        for j in range(n):
+            yield from first.wait(j, stall)
+            my_vars[var] = start + j
+            yield from run_ops(ctx, gemm0, my_vars, share, stall, c == 0)
+            first.release(j)
+            yield from others.wait(j, stall)
+            yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
+            others.release(j)
+
     def overlap_consumer(c: int, first: _Ring, others: _Ring):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
@@ -317,7 +337,8 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         s, f = tensor.reserve(now, gemm0_work)
         stall[TENSOR] += s - now
         yield env.timeout(f - now)
-        first.release(0)
+        if not together:
+            first.release(0)
         for j in range(n):
             next_done = None
             if j + 1 < n:                      # GEMM0 of j+1 runs under softmax of j
@@ -327,17 +348,23 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
             my_vars[var] = start + j
             yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
             others.release(j)
+            if together:                       # K_j's slot goes back with V_j's
+                first.release(j)
             if next_done is not None:
                 if next_done > env.now:
                     stall[TENSOR] += next_done - env.now
                     yield env.timeout(next_done - env.now)
-                first.release(j + 1)
+                if not together:
+                    first.release(j + 1)
 
-    if split is None:
+    if split is None or (not pipe.intra_overlap and together):
         tiles = ring(loads)
         procs = [env.process(plain_consumer(c, tiles)) for c in range(n_consumers)]
-    else:
+    elif pipe.intra_overlap:
         first, others = ring(loads[:1]), ring(loads[1:])
         procs = [env.process(overlap_consumer(c, first, others)) for c in range(n_consumers)]
+    else:
+        first, others = ring(loads[:1]), ring(loads[1:])
+        procs = [env.process(plain_split_consumer(c, first, others)) for c in range(n_consumers)]
     for p in procs:
         yield p

@@ -5,7 +5,11 @@
 // Warpgroups (128 threads each):
 //   WG 0      producer: its warp 0 fills the shared-memory ring. Q_i once, then for every KV
 //             block j: K_j and V_j into stage j mod STAGES, each tile completing on an mbarrier
-//             of its own (k_full, v_full), after the consumers have released that stage (empty).
+//             of its own (k_full, v_full), each after the consumers have released that stage's
+//             K (k_empty) and V (v_empty) slot: FA-3's separate K and V pipelines
+//             (hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp: pipeline_k released after Q Kᵀ,
+//             pipeline_v after P V). With FA3_SEPARATE_KV_RELEASE=0 one barrier per stage is
+//             released after P V (the kernel before issue 12; its 2-stage ring starves).
 //             Copies are TMA (cp.async.bulk.tensor through 3-d tensor maps, 128-byte swizzle)
 //             or, with FA3_TMA=0, 16-byte cp.async by the warp's 32 lanes into the same layout,
 //             completing with cp.async.mbarrier.arrive.noinc.
@@ -64,6 +68,9 @@
 #endif
 #ifndef FA3_TMA
 #define FA3_TMA 1
+#endif
+#ifndef FA3_SEPARATE_KV_RELEASE
+#define FA3_SEPARATE_KV_RELEASE 1
 #endif
 #ifndef IOSIM_WARPS
 #define IOSIM_WARPS (4 * (IOSIM_BQ / 64 + FA3_WARP_SPECIALIZED))
@@ -288,7 +295,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         int B, int Hq, int Hkv, int Nq, int Nkv, int causal, float scale, u64* trace, int trace_cap) {
     using namespace fa3;
     extern __shared__ __align__(1024) unsigned char smem[];
-    __shared__ __align__(8) u64 bars[1 + 3 * STAGES];
+    __shared__ __align__(8) u64 bars[1 + 4 * STAGES];
     Fa3Trace tr;
     tr.init(trace, trace_cap);
 
@@ -312,7 +319,9 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     const u32 bar_q = smem_u32(&bars[0]);
     auto k_full = [&](int st) { return smem_u32(&bars[1 + st]); };
     auto v_full = [&](int st) { return smem_u32(&bars[1 + STAGES + st]); };
-    auto empty = [&](int st) { return smem_u32(&bars[1 + 2 * STAGES + st]); };
+    auto k_empty = [&](int st) { return smem_u32(&bars[1 + 2 * STAGES + st]); };
+    // one barrier per stage for K and V together when they are released together
+    auto v_empty = [&](int st) { return smem_u32(&bars[1 + (FA3_SEPARATE_KV_RELEASE ? 3 : 2) * STAGES + st]); };
 
     const int tid = threadIdx.x, wg = tid / 128;
     if (tid == 0) {
@@ -321,7 +330,8 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         for (int st = 0; st < STAGES; ++st) {
             mbar_init(k_full(st), FULL_COUNT);
             mbar_init(v_full(st), FULL_COUNT);
-            mbar_init(empty(st), 4 * C);           // every consumer warp releases a stage
+            mbar_init(k_empty(st), 4 * C);         // every consumer warp releases a slot
+            mbar_init(v_empty(st), 4 * C);         // (the same barrier when not separate)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -356,19 +366,21 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         load_tile(s_q, Q + (((long long)b * Hq + h) * Nq + r0) * D, 0, BQ, rows_q, r0, b * Hq + h, bar_q);
         if (lane == 0) tr.tile(EV_LOAD, T_Q, b, h, i, rows_q * D * 2);
     };
-    auto load_kv = [&](int j) {
+    // block j's K (V) slot is free once every consumer released block j − STAGES's K (V)
+    auto wait_free = [&](u32 bar, int j) {
+        if (j >= STAGES) mbar_wait(bar, ((j / STAGES) - 1) & 1);
+    };
+    auto load_kv = [&](int j) {                    // K_j, then V_j, each into its free slot
         const int st = j % STAGES;
         const int valid = min(BKV, Nkv - j * BKV);
         const long long base = ((long long)b * Hkv + hk) * Nkv * D + (long long)j * BKV * D;
         const u32 s_k = s_kv + 2 * st * KV_BYTES;
+        wait_free(k_empty(st), j);
         load_tile(s_k, K + base, 1, BKV, valid, j * BKV, b * Hkv + hk, k_full(st));
         if (lane == 0) tr.tile(EV_LOAD, T_K, b, hk, j, valid * D * 2);
+        if (FA3_SEPARATE_KV_RELEASE) wait_free(v_empty(st), j);
         load_tile(s_k + KV_BYTES, V + base, 2, BKV, valid, j * BKV, b * Hkv + hk, v_full(st));
         if (lane == 0) tr.tile(EV_LOAD, T_V, b, hk, j, valid * D * 2);
-    };
-    // block j's stage is free once every consumer released block j − STAGES
-    auto wait_free = [&](int j) {
-        if (j >= STAGES) mbar_wait(empty(j % STAGES), ((j / STAGES) - 1) & 1);
     };
 
     if (WS && wg == 0) {
@@ -376,10 +388,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid < 32) {
             load_q();
-            for (int j = 0; j < j_stop; ++j) {
-                wait_free(j);
-                load_kv(j);
-            }
+            for (int j = 0; j < j_stop; ++j) load_kv(j);
 #if !FA3_TMA
             cp_async_wait<0>();
 #endif
@@ -398,13 +407,19 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     constexpr bool PP = FA3_PINGPONG && C > 1;
     auto pp_sync = [&]() { if (PP) named_sync(1 + c, 256); };
     auto pp_arrive = [&]() { if (PP) named_arrive(1 + (c + 1) % C, 256); };
-    auto release = [&](int j) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty(j % STAGES));
-        if (loader && j + STAGES < j_stop) {       // refill the stage just released
-            wait_free(j + STAGES);
-            load_kv(j + STAGES);
+    // this warp is done with block j's K (read by S = Q Kᵀ); with separate release K's slot
+    // goes back to the producer now, else with V's after O += P V
+    auto release_k = [&](int j) {
+        if (FA3_SEPARATE_KV_RELEASE) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(k_empty(j % STAGES));
         }
+    };
+    auto release = [&](int j) {                    // ... and with block j's V (O += P V)
+        __syncwarp();
+        if (lane == 0) mbar_arrive(v_empty(j % STAGES));
+        if (loader && j + STAGES < j_stop)         // refill the stage just released
+            load_kv(j + STAGES);
     };
     if (loader) {
         load_q();
@@ -525,6 +540,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         if (rec) tr.op(EV_MMA, N_S);
         wgmma_wait<0>();
         reg_fence(s);
+        release_k(0);
         softmax(0);
         if (rec) tr.op(EV_EXP, N_EXP);
         rescale_and_pack(0);
@@ -539,6 +555,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
             if (rec) { tr.op(EV_MMA, N_S); tr.op(EV_MMA, N_PV); }
             wgmma_wait<1>();                       // S_j done; P_{j-1} V_{j-1} still running
             reg_fence(s);
+            release_k(j);
             softmax(j);
             if (rec) tr.op(EV_EXP, N_EXP);
             wgmma_wait<0>();
@@ -568,6 +585,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         if (rec) tr.op(EV_MMA, N_S);
         wgmma_wait<0>();
         reg_fence(s);
+        release_k(j);
         softmax(j);
         if (rec) tr.op(EV_EXP, N_EXP);
         rescale_and_pack(j);
