@@ -119,6 +119,144 @@ extern "C" __global__ void red_tile(float* __restrict__ buf, int tile_floats, in
 """
 
 
+
+# mma.sync with ldmatrix operand reads from shared memory, the inner loop of the FA-2 family's
+# GEMMs (iosim/kernels/cuda/fa2_fwd.cu; flash-attention's flash::gemm, csrc/flash_attn/src/
+# utils.h). Per k-step a warp loads MT A fragments (16x16, one ldmatrix.x4 each; none when A is
+# in registers) and NT/2 B fragment pairs (16x16 = two n8 tiles, one ldmatrix.x4 each), then
+# issues MT x NT mma.sync.m16n8k16 into MT x NT independent accumulators. MT = 2, NT = 8 is a
+# warp's share of FA-2's S = Q K^T (2 x 16 rows, 64 columns); with A in registers it is the
+# P V product's ratio. Modes:
+#   0 mma only (fragments from registers: the tensor-core ceiling at this warp count)
+#   1 ldmatrix only (the shared-memory operand-read ceiling)
+#   2 load-then-use: the loop is not unrolled; a step's ldmatrix, then its MMAs
+#   3 double-buffered: fragments of step k+1 loaded before the MMAs of step k (two sets)
+#   4 unrolled x8, load-then-use as written (fa2_fwd.cu's kk loop; ptxas may hoist the loads)
+#   5 unrolled x8, fragments of step k+1 loaded before the MMAs of step k (flash::gemm)
+_MMA_LDSM_SRC = r"""
+typedef unsigned int u32;
+#define MT 2
+#define NT 8
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <bool A_LD>
+__device__ __forceinline__ void load(u32 (&a)[MT][4], u32 (&b)[NT / 2][4], u32 base, int k) {
+    // 16 fragments of 512 contiguous bytes rotate through an 8 KiB window: each 8-lane phase
+    // of an ldmatrix reads 128 contiguous bytes (all 32 banks, no conflict)
+    const u32 s = base + (u32)((k * (MT + NT / 2)) & 15) * 512;
+    if (A_LD) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) ldsm4(a[m], s + m * 512);
+    }
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n) ldsm4(b[n], s + (MT + n) * 512);
+}
+__device__ __forceinline__ void mmas(float (&c)[MT][NT][4], const u32 (&a)[MT][4], const u32 (&b)[NT / 2][4]) {
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            mma(c[m][2 * n], a[m], b[n][0], b[n][1]);
+            mma(c[m][2 * n + 1], a[m], b[n][2], b[n][3]);
+        }
+}
+template <int MODE, bool A_LD>
+__device__ void body(float* out, int steps, long long* cycles, unsigned char* smem) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < 8192 / 4; i += blockDim.x)
+        ((u32*)smem)[i] = 0x3c003c00u ^ (i * 0x00010001u & 0x03ff03ffu);   // fp16 values near 1
+    __syncthreads();
+    u32 base;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(base) : "l"(smem));
+    base += lane * 16;
+    float c[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.f;
+    u32 a0[MT][4], b0[NT / 2][4], a1[MT][4], b1[NT / 2][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) a0[m][0] = a0[m][1] = a0[m][2] = a0[m][3] = a1[m][0] = a1[m][1] = a1[m][2] = a1[m][3] = 0x3c003c00u ^ lane;
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n) b0[n][0] = b0[n][1] = b0[n][2] = b0[n][3] = b1[n][0] = b1[n][1] = b1[n][2] = b1[n][3] = 0x3c003c00u ^ (lane << 1);
+    u32 sink = 0;
+    __syncthreads();
+    const long long t0 = clock64();
+    if (MODE == 0) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) mmas(c, a0, b0);
+    } else if (MODE == 1) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) {
+            load<A_LD>(a0, b0, base, k);
+#pragma unroll
+            for (int n = 0; n < NT / 2; ++n) sink ^= b0[n][0] ^ b0[n][1] ^ b0[n][2] ^ b0[n][3];
+#pragma unroll
+            for (int m = 0; m < MT; ++m) sink ^= a0[m][0] ^ a0[m][1] ^ a0[m][2] ^ a0[m][3];
+        }
+    } else if (MODE == 2) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) { load<A_LD>(a0, b0, base, k); mmas(c, a0, b0); }
+    } else if (MODE == 3) {
+        load<A_LD>(a0, b0, base, 0);
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 2) {
+            load<A_LD>(a1, b1, base, k + 1); mmas(c, a0, b0);
+            load<A_LD>(a0, b0, base, k + 2); mmas(c, a1, b1);
+        }
+    } else if (MODE == 4) {
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 8) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) { load<A_LD>(a0, b0, base, k + kk); mmas(c, a0, b0); }
+        }
+    } else {
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 8) {
+            load<A_LD>(a0, b0, base, k);
+#pragma unroll
+            for (int kk = 0; kk < 8; kk += 2) {
+                load<A_LD>(a1, b1, base, k + kk + 1); mmas(c, a0, b0);
+                if (kk < 6) load<A_LD>(a0, b0, base, k + kk + 2);
+                mmas(c, a1, b1);
+            }
+        }
+    }
+    __syncthreads();
+    const long long t1 = clock64();
+    if (tid == 0) cycles[blockIdx.x] = t1 - t0;
+    float acc = (float)(sink & 1);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) acc += c[m][n][0] + c[m][n][1] + c[m][n][2] + c[m][n][3];
+    out[blockIdx.x * blockDim.x + tid] = acc;
+}
+#define MMA_LDSM_KERNEL(MODE, ALD) \
+extern "C" __global__ void mma_ldsm_m##MODE##_a##ALD(float* out, int steps, long long* cycles) { \
+    extern __shared__ __align__(128) unsigned char smem[]; \
+    body<MODE, ALD>(out, steps, cycles, smem); }
+MMA_LDSM_KERNEL(0, 1) MMA_LDSM_KERNEL(1, 1) MMA_LDSM_KERNEL(2, 1) MMA_LDSM_KERNEL(3, 1)
+MMA_LDSM_KERNEL(4, 1) MMA_LDSM_KERNEL(5, 1)
+MMA_LDSM_KERNEL(1, 0) MMA_LDSM_KERNEL(2, 0) MMA_LDSM_KERNEL(3, 0) MMA_LDSM_KERNEL(4, 0)
+MMA_LDSM_KERNEL(5, 0)
+"""
+MMA_LDSM_MODES = {0: "mma_only", 1: "ldmatrix_only", 2: "load_then_use", 3: "double_buffered",
+                  4: "unrolled_load_then_use", 5: "unrolled_double_buffered"}
+MMA_LDSM_MT, MMA_LDSM_NT = 2, 8
+# (warps per CTA, CTAs per SM): FA-2 forward runs 4 warps at 1-2 CTAs per SM, backward 8 warps
+# at 1 (the project's kernels and flash-attention's); 4 x 4 and 8 x 2 add the 4-warps-per-
+# sub-partition point
+MMA_LDSM_OCCUPANCY = ((4, 1), (4, 2), (8, 1), (4, 4), (8, 2))
+
 def _time_ms(fn, warmup=3, reps=20):
     import cupy as cp
     for _ in range(warmup):
@@ -209,6 +347,60 @@ def mma_sync_rate(mod, sm_count: int, iters: int = 4096) -> dict:
                       f"accumulators per warp, {grid} CTAs x {block // 32} warps, median of 10"}
 
 
+
+def mma_ldsm_rate(sm_count: int, steps: int = 4096) -> dict:
+    """mma.sync m16n8k16 throughput with ldmatrix operand reads interleaved (_MMA_LDSM_SRC),
+    per clock per SM: every CTA's clock64 cycles between two barriers (median over CTAs), all
+    CTAs resident at once (grid = SMs x CTAs per SM; the dynamic shared memory per CTA admits
+    no more per SM). FLOP 2·16·8·16 per mma; bytes 512 per ldmatrix.x4."""
+    import cupy as cp
+    mod = cp.RawModule(code=_MMA_LDSM_SRC, options=("-std=c++17",))
+    smem_per_sm = cp.cuda.runtime.getDeviceProperties(0)["sharedMemPerMultiprocessor"]
+    rows = []
+    for warps, per_sm in MMA_LDSM_OCCUPANCY:
+        # the largest dynamic shared memory that still admits per_sm CTAs (1 KiB reserved each)
+        smem = min(227 * 1024, smem_per_sm // per_sm - 1024 - 1024)
+        grid, block = sm_count * per_sm, warps * 32
+        for a_ld in (1, 0):
+            for mode in MMA_LDSM_MODES:
+                if mode == 0 and not a_ld:
+                    continue
+                k = mod.get_function(f"mma_ldsm_m{mode}_a{1 if mode == 0 else a_ld}")
+                k.max_dynamic_shared_size_bytes = smem
+                out = cp.empty(grid * block, dtype=cp.float32)
+                cycles = cp.zeros(grid, dtype=cp.int64)
+                ms = _time_ms(lambda: k((grid,), (block,), (out, cp.int32(steps), cycles),
+                                        shared_mem=smem), warmup=2, reps=5)
+                cyc = float(cp.median(cycles.astype(cp.float64)))
+                mmas = 0 if mode == 1 else MMA_LDSM_MT * MMA_LDSM_NT * steps * warps
+                ldsm = 0 if mode == 0 else (MMA_LDSM_MT * a_ld + MMA_LDSM_NT // 2) * steps * warps
+                rows.append({
+                    "mode": MMA_LDSM_MODES[mode], "a_from_shared": bool(a_ld or mode == 0),
+                    "warps_per_cta": warps, "ctas_per_sm": per_sm,
+                    "warps_per_sub_partition": warps * per_sm / 4, "steps": steps,
+                    "cycles_median": cyc, "ms": ms,
+                    "mma_flop_per_clock_per_sm": per_sm * mmas * 4096 / cyc,
+                    "ldmatrix_bytes_per_clock_per_sm": per_sm * ldsm * 512 / cyc,
+                    "clock_hz_implied": cyc / (ms * 1e-3)})
+    return {"rows": rows, "mt": MMA_LDSM_MT, "nt": MMA_LDSM_NT,
+            "method": f"per warp and k-step: {MMA_LDSM_MT} A ldmatrix.x4 (none when A is in "
+                      f"registers) + {MMA_LDSM_NT // 2} B ldmatrix.x4 from conflict-free shared "
+                      f"memory, then {MMA_LDSM_MT * MMA_LDSM_NT} mma.sync.m16n8k16 f16->f32 into "
+                      f"independent accumulators; {steps} k-steps; clock64 cycles per CTA "
+                      f"(median over CTAs, all resident), median of 5 launches"}
+
+
+def mma_ldsm_table(result: dict) -> str:
+    lines = [f"{'mode':26} {'A':4} {'w/CTA':>5} {'CTA/SM':>6} {'w/SMSP':>6} "
+             f"{'FLOP/clk/SM':>11} {'B/clk/SM':>8} {'MHz':>6}"]
+    for r in result["rows"]:
+        lines.append(f"{r['mode']:26} {'smem' if r['a_from_shared'] else 'regs':4} "
+                     f"{r['warps_per_cta']:5d} {r['ctas_per_sm']:6d} "
+                     f"{r['warps_per_sub_partition']:6.1f} {r['mma_flop_per_clock_per_sm']:11.0f} "
+                     f"{r['ldmatrix_bytes_per_clock_per_sm']:8.1f} "
+                     f"{r['clock_hz_implied'] / 1e6:6.0f}")
+    return "\n".join(lines)
+
 def launch_overhead(mod, n: int = 2000) -> dict:
     k = mod.get_function("empty_kernel")
     ms = _time_ms(lambda: [k((1,), (32,), ()) for _ in range(n)], warmup=1, reps=5)
@@ -286,6 +478,7 @@ def run_all() -> dict:
     results["launch"] = launch_overhead(mod)
     results["tensor_fp16_mma_sync"] = mma_sync_rate(mod, facts["sm_count"])
     results["atomic_reduction"] = atomic_reduction(facts["sm_count"])
+    results["mma_ldsm"] = mma_ldsm_rate(facts["sm_count"])
     return results
 
 
@@ -294,7 +487,17 @@ def main(argv=None):
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--only-atomics", action="store_true",
                     help="run only the fp32 atomic reduction benchmark")
+    ap.add_argument("--only-mma-ldsm", action="store_true",
+                    help="run only the mma.sync + ldmatrix overlap benchmark")
     args = ap.parse_args(argv)
+    if args.only_mma_ldsm:
+        facts = device_facts()
+        results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
+                   "mma_ldsm": mma_ldsm_rate(facts["sm_count"])}
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        print(mma_ldsm_table(results["mma_ldsm"]))
+        return
     if args.only_atomics:
         facts = device_facts()
         results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
