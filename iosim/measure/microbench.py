@@ -249,6 +249,154 @@ MMA_LDSM_KERNEL(4, 1) MMA_LDSM_KERNEL(5, 1)
 MMA_LDSM_KERNEL(1, 0) MMA_LDSM_KERNEL(2, 0) MMA_LDSM_KERNEL(3, 0) MMA_LDSM_KERNEL(4, 0)
 MMA_LDSM_KERNEL(5, 0)
 """
+
+# The FA-2 forward inner loop on one SM with its data in shared memory only (no global loads):
+# per warp and KV step, S = Q K^T (32 rows x 64 columns over d = 128: 8 k-steps of 2 Q + 4 K
+# ldmatrix.x4 and 16 mma.sync), the online softmax of fa2_fwd.cu (row max over quads of lanes,
+# P = exp2(S·c − m), row sums, O rescale), O += P V (4 k-steps of 8 transposed V ldmatrix.x4 and
+# 32 mma.sync; P from registers). The code of iosim/kernels/cuda/fa2_fwd.cu's loop at
+# block_q 128, block_kv 64, d 128, 4 warps. MODE 0: all of it; 1: the GEMMs only (P = S packed,
+# no softmax); 2: the softmax only (S from the O accumulators, no MMA, no ldmatrix). Whether the
+# parts overlap on the SM (time = max) or add up (time = sum), at 1 and 2 CTAs per SM.
+_FA2_LOOP_SRC = r"""
+typedef unsigned int u32;
+#define D 128
+#define BQ 128
+#define BKV 64
+#define WARPS 4
+#define RW (BQ / WARPS)
+#define MT (RW / 16)
+#define NS (BKV / 8)
+#define NO (D / 8)
+#define CD (D / 8)
+__device__ __forceinline__ u32 swz(int row, int chunk, int cpr) { return (u32)((row * cpr + (chunk ^ (row & 7))) * 16); }
+__device__ __forceinline__ void ldsm_x4(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr)); }
+__device__ __forceinline__ void ldsm_x4_t(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr)); }
+__device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1)); }
+__device__ __forceinline__ float fast_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ u32 pack2(float lo, float hi) { u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+template <int MODE>
+__device__ void fa2_loop_body(float* out, int steps, long long* cycles, unsigned char* smem) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    for (int i = tid; i < (BQ + 2 * BKV) * D / 2; i += blockDim.x)
+        ((u32*)smem)[i] = 0x2c002c00u ^ (i * 0x00010001u & 0x00ff00ffu);     // fp16 values ~0.06
+    __syncthreads();
+    u32 s_q; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s_q) : "l"(smem));
+    const u32 s_k = s_q + BQ * D * 2, s_v = s_k + BKV * D * 2;
+    const float scale_log2 = 0.0883883f * 1.44269504f;
+    float o[MT][NO][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int n = 0; n < NO; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+        m[mt][0] = m[mt][1] = -1e30f; l[mt][0] = l[mt][1] = 0.f;
+    }
+    __syncthreads();
+    const long long t0 = clock64();
+#pragma unroll 1
+    for (int j = 0; j < steps; ++j) {
+        u32 qoff[4], koff[4], voff[4];
+        { int ln = lane; asm volatile("" : "+r"(ln));
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            qoff[c] = s_q + swz(warp * RW + (ln & 15), c * 2 + (ln >> 4), CD);
+            koff[c] = s_k + swz((ln & 7) + ((ln >> 4) << 3), c * 2 + ((ln >> 3) & 1), CD);
+            voff[c] = s_v + swz((ln & 7) + (((ln >> 3) & 1) << 3), c * 2 + (ln >> 4), CD); } }
+        float s[MT][NS][4];
+        if (MODE != 2) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    ldsm_x4(a[mt][0], a[mt][1], a[mt][2], a[mt][3], qoff[kk & 3] + mt * 16 * CD * 16 + (kk >> 2) * 128);
+#pragma unroll
+                for (int np = 0; np < NS / 2; ++np) {
+                    u32 b0, b1, b2, b3;
+                    ldsm_x4(b0, b1, b2, b3, koff[kk & 3] + np * 16 * CD * 16 + (kk >> 2) * 128);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) { mma16816(s[mt][2 * np], a[mt], b0, b1); mma16816(s[mt][2 * np + 1], a[mt], b2, b3); }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][n][e] = o[mt][n][e] + (float)(j & 7);
+        }
+        if (MODE != 1) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    float mx = m[mt][hf];
+#pragma unroll
+                    for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hf], s[mt][n][2 * hf + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+                    const float m_use = mx * scale_log2;
+                    const float alpha = fast_exp2(m[mt][hf] * scale_log2 - m_use);
+                    m[mt][hf] = mx;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int n = 0; n < NS; ++n) {
+                        float p0 = fast_exp2(s[mt][n][2 * hf] * scale_log2 - m_use);
+                        float p1 = fast_exp2(s[mt][n][2 * hf + 1] * scale_log2 - m_use);
+                        s[mt][n][2 * hf] = p0; s[mt][n][2 * hf + 1] = p1; sum += p0 + p1;
+                    }
+                    l[mt][hf] = l[mt][hf] * alpha + sum;
+#pragma unroll
+                    for (int n = 0; n < NO; ++n) { o[mt][n][2 * hf] *= alpha; o[mt][n][2 * hf + 1] *= alpha; }
+                }
+        }
+        if (MODE != 2) {
+#pragma unroll
+            for (int kk = 0; kk < BKV / 16; ++kk) {
+                u32 a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    a[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]); a[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    a[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]); a[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < NO / 2; ++dp) {
+                    u32 b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3, voff[dp & 3] + kk * 16 * CD * 16 + (dp >> 2) * 128);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) { mma16816(o[mt][2 * dp], a[mt], b0, b1); mma16816(o[mt][2 * dp + 1], a[mt], b2, b3); }
+                }
+            }
+        }
+        __syncthreads();             // fa2_fwd.cu's per-step barrier (the K/V ring turns over)
+    }
+    const long long t1 = clock64();
+    if (tid == 0) cycles[blockIdx.x] = t1 - t0;
+    float acc = 0.f;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        acc += l[mt][0] + l[mt][1];
+#pragma unroll
+        for (int n = 0; n < NO; ++n) acc += o[mt][n][0] + o[mt][n][1] + o[mt][n][2] + o[mt][n][3];
+    }
+    out[blockIdx.x * blockDim.x + tid] = acc;
+}
+#define FA2_LOOP_KERNEL(MODE) \
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1) fa2_loop_m##MODE(float* out, int steps, long long* cycles) { \
+    extern __shared__ __align__(128) unsigned char smem[]; fa2_loop_body<MODE>(out, steps, cycles, smem); }
+FA2_LOOP_KERNEL(0) FA2_LOOP_KERNEL(1) FA2_LOOP_KERNEL(2)
+"""
+FA2_LOOP_MODES = {0: "full", 1: "gemms_only", 2: "softmax_only"}
+
 MMA_LDSM_MODES = {0: "mma_only", 1: "ldmatrix_only", 2: "load_then_use", 3: "double_buffered",
                   4: "unrolled_load_then_use", 5: "unrolled_double_buffered"}
 MMA_LDSM_MT, MMA_LDSM_NT = 2, 8
@@ -390,6 +538,44 @@ def mma_ldsm_rate(sm_count: int, steps: int = 4096) -> dict:
                       f"(median over CTAs, all resident), median of 5 launches"}
 
 
+
+def fa2_loop_rate(sm_count: int, steps: int = 2048) -> dict:
+    """FA-2's forward inner loop from shared memory (_FA2_LOOP_SRC): cycles per KV step of a
+    CTA (clock64, median over CTAs) and the CUDA-event time, for the whole loop, its GEMMs
+    alone and its softmax alone, at 1 and 2 CTAs (4 warps each) per SM."""
+    import cupy as cp
+    mod = cp.RawModule(code=_FA2_LOOP_SRC, options=("-std=c++17",))
+    smem_per_sm = cp.cuda.runtime.getDeviceProperties(0)["sharedMemPerMultiprocessor"]
+    rows = []
+    for per_sm in (1, 2):
+        smem = min(227 * 1024, smem_per_sm // per_sm - 2048)
+        grid, block = sm_count * per_sm, 128
+        for mode, name in FA2_LOOP_MODES.items():
+            k = mod.get_function(f"fa2_loop_m{mode}")
+            k.max_dynamic_shared_size_bytes = smem
+            out = cp.empty(grid * block, dtype=cp.float32)
+            cycles = cp.zeros(grid, dtype=cp.int64)
+            ms = _time_ms(lambda: k((grid,), (block,), (out, cp.int32(steps), cycles),
+                                    shared_mem=smem), warmup=3, reps=10)
+            cyc = float(cp.median(cycles.astype(cp.float64)))
+            a = k.attributes
+            rows.append({"mode": name, "ctas_per_sm": per_sm, "steps": steps,
+                         "cycles_per_step_per_cta": cyc / steps, "ms": ms,
+                         "event_ns_per_step_per_sm": ms * 1e6 / steps / per_sm,
+                         "num_regs": a.get("num_regs"), "local_size_bytes": a.get("local_size_bytes")})
+    return {"rows": rows,
+            "method": f"one KV step = 2 x 2·128·64·128 FLOP per CTA (4 warps, block_q 128, "
+                      f"block_kv 64, d 128), {steps} steps, data in shared memory; clock64 "
+                      f"cycles per CTA (median), median of 10 CUDA-event timings"}
+
+
+def fa2_loop_table(result: dict) -> str:
+    lines = [f"{'mode':14} {'CTA/SM':>6} {'clk/step/CTA':>12} {'ns/step/SM':>10} {'regs':>4} {'local':>5}"]
+    for r in result["rows"]:
+        lines.append(f"{r['mode']:14} {r['ctas_per_sm']:6d} {r['cycles_per_step_per_cta']:12.0f} "
+                     f"{r['event_ns_per_step_per_sm']:10.1f} {r['num_regs']:4d} {r['local_size_bytes']:5d}")
+    return "\n".join(lines)
+
 def mma_ldsm_table(result: dict) -> str:
     lines = [f"{'mode':26} {'A':4} {'w/CTA':>5} {'CTA/SM':>6} {'w/SMSP':>6} "
              f"{'FLOP/clk/SM':>11} {'B/clk/SM':>8} {'MHz':>6}"]
@@ -479,6 +665,7 @@ def run_all() -> dict:
     results["tensor_fp16_mma_sync"] = mma_sync_rate(mod, facts["sm_count"])
     results["atomic_reduction"] = atomic_reduction(facts["sm_count"])
     results["mma_ldsm"] = mma_ldsm_rate(facts["sm_count"])
+    results["fa2_loop"] = fa2_loop_rate(facts["sm_count"])
     return results
 
 
@@ -493,10 +680,12 @@ def main(argv=None):
     if args.only_mma_ldsm:
         facts = device_facts()
         results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
-                   "mma_ldsm": mma_ldsm_rate(facts["sm_count"])}
+                   "mma_ldsm": mma_ldsm_rate(facts["sm_count"]),
+                   "fa2_loop": fa2_loop_rate(facts["sm_count"])}
         with open(args.output, "w") as f:
             json.dump(results, f, indent=2, sort_keys=True)
         print(mma_ldsm_table(results["mma_ldsm"]))
+        print(fa2_loop_table(results["fa2_loop"]))
         return
     if args.only_atomics:
         facts = device_facts()
