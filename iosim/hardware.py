@@ -41,6 +41,7 @@ PLAUSIBLE = {
     "l2_bandwidth_bytes_per_s": (1e9, 1e15),
     "l2_latency_s": (1e-9, 1e-5),
     "l2_reduce_bandwidth_bytes_per_s": (1e9, 1e15),
+    "l2_reduce_coalesced_bandwidth_bytes_per_s": (1e9, 1e15),
     "dram_capacity_bytes": (100e6, 10e12),
     "dram_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_latency_s": (1e-8, 1e-4),
@@ -128,6 +129,8 @@ class GpuSpec(BaseModel):
     # chip-wide rate of fp32 atomic reductions (red.global.add.f32) into L2 in the layout a
     # schedule's `reduce` stores issue (machine.reduce_l2_cost); None: served as plain stores
     l2_reduce_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    # the same with a warp adding 128 contiguous bytes (Store.reduce_layout "coalesced")
+    l2_reduce_coalesced_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     dram_capacity_bytes: int = Field(gt=0)
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
     dram_latency_s: float = Field(gt=0)

@@ -19,13 +19,25 @@ def occupancy(gpu, launch) -> int:
     return max(0, min(limits))
 
 
-def reduce_l2_cost(gpu) -> float:
+REDUCE_LAYOUTS = ("fragment", "coalesced")
+
+
+def reduce_l2_costs(gpu) -> dict:
+    """reduce_l2_cost of each Store.reduce_layout: {"fragment": ..., "coalesced": ...}."""
+    return {layout: reduce_l2_cost(gpu, layout) for layout in REDUCE_LAYOUTS}
+
+
+def reduce_l2_cost(gpu, layout: str = "fragment") -> float:
     """L2↔SM bytes of port time one byte of a `reduce` store (fp32 atomic accumulate) takes:
     the L2 bandwidth over the measured atomic-reduction rate (GpuSpec.l2_reduce_bandwidth_
     bytes_per_s; 1 where the GPU has none). Measured on the H200 (measurements/h200/
     atomics_h200.json): red.global.add.f32 in the mma accumulator-fragment layout of FA-2's
-    dQaccum runs at ~1 TB/s from all SMs against 7.1 TB/s of L2 reads."""
+    dQaccum runs at ~1 TB/s from all SMs against 7.1 TB/s of L2 reads; in the coalesced layout
+    (a warp adds 128 contiguous bytes: flash-attention's dQaccum) at 3.3 TB/s
+    (GpuSpec.l2_reduce_coalesced_bandwidth_bytes_per_s; the fragment rate where a GPU has none)."""
     rate = gpu.l2_reduce_bandwidth_bytes_per_s
+    if layout == "coalesced":
+        rate = getattr(gpu, "l2_reduce_coalesced_bandwidth_bytes_per_s", None) or rate
     return gpu.l2_bandwidth_bytes_per_s / rate if rate else 1.0
 
 
@@ -83,7 +95,7 @@ def mma_operand_bytes(op, sync: bool, readers: int, elem_bytes: int) -> int:
     readers: the CTA's warps for mma.sync, its consumer warpgroups for wgmma."""
     if not sync:
         return (op.m * op.k + readers * op.k * op.n) * elem_bytes
-    wm = max(1, min(readers, op.m // 16))
+    wm = max(1, min(readers, op.m // op.warp_rows))
     wn = max(1, readers // wm)
     a = 0 if op.name in A_FROM_REGISTERS else wn * op.m * op.k
     return (a + wm * op.k * op.n) * elem_bytes
@@ -145,7 +157,7 @@ class MmaCost:
         return mma_operand_bytes(op, self.sync, self.readers, self.elem_bytes)
 
     def work(self, op) -> float:
-        key = (op.name, op.m, op.n, op.k)
+        key = (op.name, op.m, op.n, op.k, op.warp_rows)
         w = self.memo.get(key)
         if w is None:
             tensor = op.flops * self.scale

@@ -38,7 +38,12 @@ class Load:
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """Registers / shared memory → global memory. `reduce` marks an atomic accumulate."""
+    """Registers / shared memory → global memory. `reduce` marks an atomic accumulate;
+    `reduce_layout` says how the kernel's code issues it: "fragment" (a warp instruction adds
+    the mma.sync accumulator fragment, 8 rows x 4 lanes x 2 floats: fa2_bwd.cu's atomicAdd) or
+    "coalesced" (a warp adds 32 consecutive floats, 128 bytes: flash-attention's dQaccum,
+    GmemTiledCopydQaccumAtomicAdd in csrc/flash_attn/src/kernel_traits.h). Each layout has its
+    measured rate (machine.reduce_l2_costs)."""
 
     tensor: str
     coord: Coord
@@ -46,17 +51,23 @@ class Store:
     cols: int
     bytes: int
     reduce: bool = False
+    reduce_layout: str = "fragment"
     kind = "store"
 
 
 @dataclass(frozen=True, slots=True)
 class Mma:
-    """A tensor-core matrix product C[m×n] += A[m×k]·B[k×n] on the executed (padded) tile."""
+    """A tensor-core matrix product C[m×n] += A[m×k]·B[k×n] on the executed (padded) tile.
+    warp_rows: the fewest rows of C one mma.sync warp owns in the kernel's warp grid (16: the
+    FA-2 forward's warps split the rows only; 32: the backward's 2-D warp grids, fa2_bwd.cu's
+    WM = min(warps, rows / 32) and flash-attention's AtomLayoutMSdP/NdKV/MdQ, e.g. 2 x 4 for
+    64 x 128 S and dQ, 4 x 2 for 128 x 128 dK/dV at d 128; machine.mma_operand_bytes)."""
 
     name: str
     m: int
     n: int
     k: int
+    warp_rows: int = 16
     kind = "mma"
 
     @property
@@ -119,6 +130,7 @@ class Totals:
     load_bytes: Counter = field(default_factory=Counter)   # per tensor, global → SM
     store_bytes: Counter = field(default_factory=Counter)  # per tensor, SM → global
     reduce_bytes: int = 0    # of those, bytes stored by `reduce` (atomic accumulate) stores
+    reduce_coalesced_bytes: int = 0   # of those, in the coalesced layout (Store.reduce_layout)
     loads: int = 0
     stores: int = 0
     mma_flops: int = 0
@@ -135,6 +147,7 @@ class Totals:
         self.loads += other.loads * times
         self.stores += other.stores * times
         self.reduce_bytes += other.reduce_bytes * times
+        self.reduce_coalesced_bytes += other.reduce_coalesced_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
@@ -165,6 +178,8 @@ def program_totals(program: tuple) -> Totals:
             t.stores += 1
             if item.reduce:
                 t.reduce_bytes += item.bytes
+                if item.reduce_layout == "coalesced":
+                    t.reduce_coalesced_bytes += item.bytes
         elif isinstance(item, Mma):
             t.mma_flops += item.flops
             t.mma_ops += 1

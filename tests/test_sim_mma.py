@@ -55,3 +55,19 @@ def test_a_compute_bound_fa2_kernel_slows_by_the_mma_sync_and_operand_cost():
     t_sync = simulate(schedule, H200).time_s
     t_wgmma = simulate(as_wgmma, H200).time_s
     assert t_sync > 1.3 * t_wgmma
+
+
+def test_backward_products_follow_the_backward_kernels_2d_warp_grid():
+    # fa2_bwd.cu / flash-attention at d 128: 8 warps, 64 x 128 S tile as 2 x 4 warps (each warp
+    # >= 32 rows): Q (64x128) read by the 4 warp columns, K (128x128) by the 2 warp rows
+    cost8 = MmaCost(H200, "fp16", Pipeline(mma_instruction="mma_sync"), 256, 2)
+    assert cost8.operand_bytes(Mma("S=QK^T", 64, 128, 128, 32)) == (4 * 64 * 128 + 2 * 128 * 128) * 2
+    # dK += dS^T Q, 128 x 128 over k = 64: 4 x 2 warps
+    assert cost8.operand_bytes(Mma("dK+=dS^T Q", 128, 128, 64, 32)) == (2 * 128 * 64 + 4 * 64 * 128) * 2
+
+
+def test_the_fa2_backward_schedule_gives_its_products_the_kernels_warp_rows():
+    s = build_schedule(AttentionProblem(seq_q=1024, heads_q=2, direction="bwd"), H200, "fa2")
+    (bwd,) = [k for k in s.kernels if k.name == "fa2_bwd"]
+    body = bwd.program(0)[-4].body          # the Q-block loop
+    assert {op.warp_rows for op in body if op.kind == "mma"} == {32}

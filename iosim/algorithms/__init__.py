@@ -10,6 +10,8 @@ ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square", "flash-decoding",
               "flash-decoding-cascade")
 TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
 DECODE_KEYS = ("splits",)    # flash-decoding only (iosim/algorithms/flash_decoding.py)
+# fa2 only: whose kernels the schedule describes (iosim/algorithms/fa2.py, KERNELS)
+KERNEL_KEYS = ("kernel",)
 
 
 def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
@@ -21,6 +23,9 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
     if algorithm not in ALGORITHMS:
         raise IosimError(f"unknown algorithm {algorithm!r}; choose from: {', '.join(ALGORITHMS)}")
     decode = {k: overrides.pop(k) for k in DECODE_KEYS if k in overrides}
+    kernel = overrides.pop("kernel", None)
+    if kernel is not None and algorithm != "fa2":
+        raise IosimError(f"kernel={kernel!r} describes FA-2 kernels; algorithm {algorithm!r} has none")
     # other algorithms ignore splits (so `iosim compare` can pass it to all; `run` refuses it)
     unknown = set(overrides) - set(TILING_KEYS) - {"bwd_" + k for k in TILING_KEYS}
     if unknown:
@@ -36,6 +41,8 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
                                                 decode.get("splits"))
     elif algorithm == "flash-decoding":
         schedule = module.build(problem, load_gpu(gpu), fwd, bwd, decode.get("splits"))
+    elif kernel is not None:
+        schedule = module.build(problem, load_gpu(gpu), fwd, bwd, kernel=kernel)
     else:
         schedule = module.build(problem, load_gpu(gpu), fwd, bwd)
     return paginate(schedule) if problem.page_size else schedule

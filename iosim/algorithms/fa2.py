@@ -16,6 +16,18 @@ from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, grid_i
 
 REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond the tiles
 
+# Whose kernels a schedule describes, where their code differs in what the model charges:
+# - "iosim": the project's kernels (iosim/kernels/cuda/fa2_fwd.cu, fa2_bwd.cu); the backward's
+#   dQaccum atomicAdd issues the mma accumulator fragment (8 rows x 4 lanes x 2 floats per
+#   warp instruction): Store.reduce_layout "fragment";
+# - "flash-attn": Dao-AILab flash-attention 2 (torch's flash back end): its backward adds
+#   dQaccum with 32 threads per row, a warp covering 128 contiguous bytes
+#   (GmemTiledCopydQaccumAtomicAdd, csrc/flash_attn/src/kernel_traits.h; the atomicAdd loop of
+#   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced".
+KERNELS = ("iosim", "flash-attn")
+# the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
+BWD_WARP_ROWS = 32
+
 
 # ---- resources ------------------------------------------------------------------------
 def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
@@ -142,7 +154,7 @@ def preprocess_program(problem, t: Tiling, b, h, i) -> tuple:
             Store("dQaccum", (b, h, i), rows, d, rows * d * ACC_BYTES))   # zero-fill
 
 
-def bwd_program(problem, t: Tiling, b: int, h: int, j: int) -> tuple:
+def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
     hk = h // problem.group_size
@@ -157,17 +169,18 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int) -> tuple:
                 Load("dO", (b, h, "i"), rq, d, rq * d * eb),
                 Load("LSE", (b, h, "i"), rq, 1, rq * STAT_BYTES),
                 Load("D", (b, h, "i"), rq, 1, rq * STAT_BYTES),
-                Mma("S=QK^T", br, bc, d)]
+                Mma("S=QK^T", br, bc, d, BWD_WARP_ROWS)]
         if seg.masked or ragged_kv or seg.ragged:
             body.append(Alu("mask", br * bc))
         body += [Exp("P=exp(S-LSE)", br * bc),
                  Alu("P", br * bc),
-                 Mma("dV+=P^T dO", bc, d, br),
-                 Mma("dP=dO V^T", br, bc, d),
+                 Mma("dV+=P^T dO", bc, d, br, BWD_WARP_ROWS),
+                 Mma("dP=dO V^T", br, bc, d, BWD_WARP_ROWS),
                  Alu("dS=P*(dP-D)", 2 * br * bc),
-                 Mma("dK+=dS^T Q", bc, d, br),
-                 Mma("dQ=dS K", br, d, bc),
-                 Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True)]
+                 Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
+                 Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
+                 Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,
+                       reduce_layout="coalesced" if kernel == "flash-attn" else "fragment")]
         prog += loop("i", seg.start, seg.stop, body)
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
@@ -223,7 +236,7 @@ def bwd_block_shape(problem, t: Tiling, j: int) -> tuple:
             tuple(q_segments(problem, j, t.block_q, t.block_kv)))
 
 
-def backward_kernels(problem, t: Tiling) -> tuple:
+def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     elementwise = Pipeline(stages=1)
     small = Tiling(t.block_q, t.block_kv, 1, 4)
@@ -231,7 +244,7 @@ def backward_kernels(problem, t: Tiling) -> tuple:
         q_block_kernel("fa2_bwd_preprocess", problem, small, 0, 32,
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
-                        bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j),
+                        bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j, kernel),
                         Pipeline(stages=t.stages, mma_instruction="mma_sync"),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
@@ -244,12 +257,16 @@ def backward_kernels(problem, t: Tiling) -> tuple:
     return tuple(kernels)
 
 
-def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
+          kernel: str = "iosim") -> Schedule:
+    if kernel not in KERNELS:
+        from ..errors import IosimError
+        raise IosimError(f"unknown FA-2 kernel {kernel!r}; choose from: {', '.join(KERNELS)}")
     tilings, kernels = {}, []
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = fwd_tiling(problem, gpu, **fwd_overrides)
         kernels += forward_kernels(problem, tilings["fwd"])
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = bwd_tiling(problem, gpu, **bwd_overrides)
-        kernels += backward_kernels(problem, tilings["bwd"])
+        kernels += backward_kernels(problem, tilings["bwd"], kernel)
     return Schedule("fa2", problem, tilings, tuple(kernels))

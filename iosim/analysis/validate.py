@@ -136,9 +136,15 @@ def implementation_tiling(cfg: dict, gpu) -> dict:
     128×128 / 4 warps at d ≤ 64, 128×64 / 4 warps at d ≤ 128 on sm90, and at d = 256
     128×64 / 8 warps when an SM's shared memory is below 4·d·(64 + 2·64) bytes (A100), else
     64×64 / 4 warps (H100/H200) (flash-attention, csrc/flash_attn/src/
-    flash_fwd_launch_template.h, run_mha_fwd_hdim*). The backward keeps the schedule's."""
-    if cfg.get("impl") != "torch_flash" or cfg.get("direction", "fwd") != "fwd":
+    flash_fwd_launch_template.h, run_mha_fwd_hdim*). The backward keeps the schedule's tiles
+    (flash_bwd_launch_template.h: 64×128 / 8 warps at d 128, 128×128 / 8 warps at d 64 on an
+    SM with ≥ 144 KB of shared memory per block, as the schedule picks) and is described as
+    flash-attention's kernel (`kernel="flash-attn"`, iosim/algorithms/fa2.py: its dQaccum
+    atomics are coalesced)."""
+    if cfg.get("impl") != "torch_flash":
         return {}
+    if cfg.get("direction", "fwd") != "fwd":
+        return {"kernel": "flash-attn"}
     from ..hardware import load_gpu
     d = int(cfg["head_dim"])
     if d <= 64:

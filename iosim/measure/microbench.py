@@ -119,6 +119,292 @@ extern "C" __global__ void red_tile(float* __restrict__ buf, int tile_floats, in
 """
 
 
+
+# mma.sync with ldmatrix operand reads from shared memory, the inner loop of the FA-2 family's
+# GEMMs (iosim/kernels/cuda/fa2_fwd.cu; flash-attention's flash::gemm, csrc/flash_attn/src/
+# utils.h). Per k-step a warp loads MT A fragments (16x16, one ldmatrix.x4 each; none when A is
+# in registers) and NT/2 B fragment pairs (16x16 = two n8 tiles, one ldmatrix.x4 each), then
+# issues MT x NT mma.sync.m16n8k16 into MT x NT independent accumulators. MT = 2, NT = 8 is a
+# warp's share of FA-2's S = Q K^T (2 x 16 rows, 64 columns); with A in registers it is the
+# P V product's ratio. Modes:
+#   0 mma only (fragments from registers: the tensor-core ceiling at this warp count)
+#   1 ldmatrix only (the shared-memory operand-read ceiling)
+#   2 load-then-use: the loop is not unrolled; a step's ldmatrix, then its MMAs
+#   3 double-buffered: fragments of step k+1 loaded before the MMAs of step k (two sets)
+#   4 unrolled x8, load-then-use as written (fa2_fwd.cu's kk loop; ptxas may hoist the loads)
+#   5 unrolled x8, fragments of step k+1 loaded before the MMAs of step k (flash::gemm)
+_MMA_LDSM_SRC = r"""
+typedef unsigned int u32;
+#define MT 2
+#define NT 8
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <bool A_LD>
+__device__ __forceinline__ void load(u32 (&a)[MT][4], u32 (&b)[NT / 2][4], u32 base, int k) {
+    // 16 fragments of 512 contiguous bytes rotate through an 8 KiB window: each 8-lane phase
+    // of an ldmatrix reads 128 contiguous bytes (all 32 banks, no conflict)
+    const u32 s = base + (u32)((k * (MT + NT / 2)) & 15) * 512;
+    if (A_LD) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) ldsm4(a[m], s + m * 512);
+    }
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n) ldsm4(b[n], s + (MT + n) * 512);
+}
+__device__ __forceinline__ void mmas(float (&c)[MT][NT][4], const u32 (&a)[MT][4], const u32 (&b)[NT / 2][4]) {
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            mma(c[m][2 * n], a[m], b[n][0], b[n][1]);
+            mma(c[m][2 * n + 1], a[m], b[n][2], b[n][3]);
+        }
+}
+template <int MODE, bool A_LD>
+__device__ void body(float* out, int steps, long long* cycles, unsigned char* smem) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < 8192 / 4; i += blockDim.x)
+        ((u32*)smem)[i] = 0x3c003c00u ^ (i * 0x00010001u & 0x03ff03ffu);   // fp16 values near 1
+    __syncthreads();
+    u32 base;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(base) : "l"(smem));
+    base += lane * 16;
+    float c[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.f;
+    u32 a0[MT][4], b0[NT / 2][4], a1[MT][4], b1[NT / 2][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) a0[m][0] = a0[m][1] = a0[m][2] = a0[m][3] = a1[m][0] = a1[m][1] = a1[m][2] = a1[m][3] = 0x3c003c00u ^ lane;
+#pragma unroll
+    for (int n = 0; n < NT / 2; ++n) b0[n][0] = b0[n][1] = b0[n][2] = b0[n][3] = b1[n][0] = b1[n][1] = b1[n][2] = b1[n][3] = 0x3c003c00u ^ (lane << 1);
+    u32 sink = 0;
+    __syncthreads();
+    const long long t0 = clock64();
+    if (MODE == 0) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) mmas(c, a0, b0);
+    } else if (MODE == 1) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) {
+            load<A_LD>(a0, b0, base, k);
+#pragma unroll
+            for (int n = 0; n < NT / 2; ++n) sink ^= b0[n][0] ^ b0[n][1] ^ b0[n][2] ^ b0[n][3];
+#pragma unroll
+            for (int m = 0; m < MT; ++m) sink ^= a0[m][0] ^ a0[m][1] ^ a0[m][2] ^ a0[m][3];
+        }
+    } else if (MODE == 2) {
+#pragma unroll 1
+        for (int k = 0; k < steps; ++k) { load<A_LD>(a0, b0, base, k); mmas(c, a0, b0); }
+    } else if (MODE == 3) {
+        load<A_LD>(a0, b0, base, 0);
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 2) {
+            load<A_LD>(a1, b1, base, k + 1); mmas(c, a0, b0);
+            load<A_LD>(a0, b0, base, k + 2); mmas(c, a1, b1);
+        }
+    } else if (MODE == 4) {
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 8) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) { load<A_LD>(a0, b0, base, k + kk); mmas(c, a0, b0); }
+        }
+    } else {
+#pragma unroll 1
+        for (int k = 0; k < steps; k += 8) {
+            load<A_LD>(a0, b0, base, k);
+#pragma unroll
+            for (int kk = 0; kk < 8; kk += 2) {
+                load<A_LD>(a1, b1, base, k + kk + 1); mmas(c, a0, b0);
+                if (kk < 6) load<A_LD>(a0, b0, base, k + kk + 2);
+                mmas(c, a1, b1);
+            }
+        }
+    }
+    __syncthreads();
+    const long long t1 = clock64();
+    if (tid == 0) cycles[blockIdx.x] = t1 - t0;
+    float acc = (float)(sink & 1);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) acc += c[m][n][0] + c[m][n][1] + c[m][n][2] + c[m][n][3];
+    out[blockIdx.x * blockDim.x + tid] = acc;
+}
+#define MMA_LDSM_KERNEL(MODE, ALD) \
+extern "C" __global__ void mma_ldsm_m##MODE##_a##ALD(float* out, int steps, long long* cycles) { \
+    extern __shared__ __align__(128) unsigned char smem[]; \
+    body<MODE, ALD>(out, steps, cycles, smem); }
+MMA_LDSM_KERNEL(0, 1) MMA_LDSM_KERNEL(1, 1) MMA_LDSM_KERNEL(2, 1) MMA_LDSM_KERNEL(3, 1)
+MMA_LDSM_KERNEL(4, 1) MMA_LDSM_KERNEL(5, 1)
+MMA_LDSM_KERNEL(1, 0) MMA_LDSM_KERNEL(2, 0) MMA_LDSM_KERNEL(3, 0) MMA_LDSM_KERNEL(4, 0)
+MMA_LDSM_KERNEL(5, 0)
+"""
+
+# The FA-2 forward inner loop on one SM with its data in shared memory only (no global loads):
+# per warp and KV step, S = Q K^T (32 rows x 64 columns over d = 128: 8 k-steps of 2 Q + 4 K
+# ldmatrix.x4 and 16 mma.sync), the online softmax of fa2_fwd.cu (row max over quads of lanes,
+# P = exp2(S·c − m), row sums, O rescale), O += P V (4 k-steps of 8 transposed V ldmatrix.x4 and
+# 32 mma.sync; P from registers). The code of iosim/kernels/cuda/fa2_fwd.cu's loop at
+# block_q 128, block_kv 64, d 128, 4 warps. MODE 0: all of it; 1: the GEMMs only (P = S packed,
+# no softmax); 2: the softmax only (S from the O accumulators, no MMA, no ldmatrix). Whether the
+# parts overlap on the SM (time = max) or add up (time = sum), at 1 and 2 CTAs per SM.
+_FA2_LOOP_SRC = r"""
+typedef unsigned int u32;
+#define D 128
+#define BQ 128
+#define BKV 64
+#define WARPS 4
+#define RW (BQ / WARPS)
+#define MT (RW / 16)
+#define NS (BKV / 8)
+#define NO (D / 8)
+#define CD (D / 8)
+__device__ __forceinline__ u32 swz(int row, int chunk, int cpr) { return (u32)((row * cpr + (chunk ^ (row & 7))) * 16); }
+__device__ __forceinline__ void ldsm_x4(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr)); }
+__device__ __forceinline__ void ldsm_x4_t(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr)); }
+__device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1)); }
+__device__ __forceinline__ float fast_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ u32 pack2(float lo, float hi) { u32 r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+template <int MODE>
+__device__ void fa2_loop_body(float* out, int steps, long long* cycles, unsigned char* smem) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    for (int i = tid; i < (BQ + 2 * BKV) * D / 2; i += blockDim.x)
+        ((u32*)smem)[i] = 0x2c002c00u ^ (i * 0x00010001u & 0x00ff00ffu);     // fp16 values ~0.06
+    __syncthreads();
+    u32 s_q; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s_q) : "l"(smem));
+    const u32 s_k = s_q + BQ * D * 2, s_v = s_k + BKV * D * 2;
+    const float scale_log2 = 0.0883883f * 1.44269504f;
+    float o[MT][NO][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int n = 0; n < NO; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+        m[mt][0] = m[mt][1] = -1e30f; l[mt][0] = l[mt][1] = 0.f;
+    }
+    __syncthreads();
+    const long long t0 = clock64();
+#pragma unroll 1
+    for (int j = 0; j < steps; ++j) {
+        u32 qoff[4], koff[4], voff[4];
+        { int ln = lane; asm volatile("" : "+r"(ln));
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            qoff[c] = s_q + swz(warp * RW + (ln & 15), c * 2 + (ln >> 4), CD);
+            koff[c] = s_k + swz((ln & 7) + ((ln >> 4) << 3), c * 2 + ((ln >> 3) & 1), CD);
+            voff[c] = s_v + swz((ln & 7) + (((ln >> 3) & 1) << 3), c * 2 + (ln >> 4), CD); } }
+        float s[MT][NS][4];
+        if (MODE != 2) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    ldsm_x4(a[mt][0], a[mt][1], a[mt][2], a[mt][3], qoff[kk & 3] + mt * 16 * CD * 16 + (kk >> 2) * 128);
+#pragma unroll
+                for (int np = 0; np < NS / 2; ++np) {
+                    u32 b0, b1, b2, b3;
+                    ldsm_x4(b0, b1, b2, b3, koff[kk & 3] + np * 16 * CD * 16 + (kk >> 2) * 128);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) { mma16816(s[mt][2 * np], a[mt], b0, b1); mma16816(s[mt][2 * np + 1], a[mt], b2, b3); }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][n][e] = o[mt][n][e] + (float)(j & 7);
+        }
+        if (MODE != 1) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    float mx = m[mt][hf];
+#pragma unroll
+                    for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hf], s[mt][n][2 * hf + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+                    const float m_use = mx * scale_log2;
+                    const float alpha = fast_exp2(m[mt][hf] * scale_log2 - m_use);
+                    m[mt][hf] = mx;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int n = 0; n < NS; ++n) {
+                        float p0 = fast_exp2(s[mt][n][2 * hf] * scale_log2 - m_use);
+                        float p1 = fast_exp2(s[mt][n][2 * hf + 1] * scale_log2 - m_use);
+                        s[mt][n][2 * hf] = p0; s[mt][n][2 * hf + 1] = p1; sum += p0 + p1;
+                    }
+                    l[mt][hf] = l[mt][hf] * alpha + sum;
+#pragma unroll
+                    for (int n = 0; n < NO; ++n) { o[mt][n][2 * hf] *= alpha; o[mt][n][2 * hf + 1] *= alpha; }
+                }
+        }
+        if (MODE != 2) {
+#pragma unroll
+            for (int kk = 0; kk < BKV / 16; ++kk) {
+                u32 a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    a[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]); a[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    a[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]); a[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < NO / 2; ++dp) {
+                    u32 b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3, voff[dp & 3] + kk * 16 * CD * 16 + (dp >> 2) * 128);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) { mma16816(o[mt][2 * dp], a[mt], b0, b1); mma16816(o[mt][2 * dp + 1], a[mt], b2, b3); }
+                }
+            }
+        }
+        __syncthreads();             // fa2_fwd.cu's per-step barrier (the K/V ring turns over)
+    }
+    const long long t1 = clock64();
+    if (tid == 0) cycles[blockIdx.x] = t1 - t0;
+    float acc = 0.f;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        acc += l[mt][0] + l[mt][1];
+#pragma unroll
+        for (int n = 0; n < NO; ++n) acc += o[mt][n][0] + o[mt][n][1] + o[mt][n][2] + o[mt][n][3];
+    }
+    out[blockIdx.x * blockDim.x + tid] = acc;
+}
+#define FA2_LOOP_KERNEL(MODE) \
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1) fa2_loop_m##MODE(float* out, int steps, long long* cycles) { \
+    extern __shared__ __align__(128) unsigned char smem[]; fa2_loop_body<MODE>(out, steps, cycles, smem); }
+FA2_LOOP_KERNEL(0) FA2_LOOP_KERNEL(1) FA2_LOOP_KERNEL(2)
+"""
+FA2_LOOP_MODES = {0: "full", 1: "gemms_only", 2: "softmax_only"}
+
+MMA_LDSM_MODES = {0: "mma_only", 1: "ldmatrix_only", 2: "load_then_use", 3: "double_buffered",
+                  4: "unrolled_load_then_use", 5: "unrolled_double_buffered"}
+MMA_LDSM_MT, MMA_LDSM_NT = 2, 8
+# (warps per CTA, CTAs per SM): FA-2 forward runs 4 warps at 1-2 CTAs per SM, backward 8 warps
+# at 1 (the project's kernels and flash-attention's); 4 x 4 and 8 x 2 add the 4-warps-per-
+# sub-partition point
+MMA_LDSM_OCCUPANCY = ((4, 1), (4, 2), (8, 1), (4, 4), (8, 2))
+
 def _time_ms(fn, warmup=3, reps=20):
     import cupy as cp
     for _ in range(warmup):
@@ -209,6 +495,98 @@ def mma_sync_rate(mod, sm_count: int, iters: int = 4096) -> dict:
                       f"accumulators per warp, {grid} CTAs x {block // 32} warps, median of 10"}
 
 
+
+def mma_ldsm_rate(sm_count: int, steps: int = 4096) -> dict:
+    """mma.sync m16n8k16 throughput with ldmatrix operand reads interleaved (_MMA_LDSM_SRC),
+    per clock per SM: every CTA's clock64 cycles between two barriers (median over CTAs), all
+    CTAs resident at once (grid = SMs x CTAs per SM; the dynamic shared memory per CTA admits
+    no more per SM). FLOP 2·16·8·16 per mma; bytes 512 per ldmatrix.x4."""
+    import cupy as cp
+    mod = cp.RawModule(code=_MMA_LDSM_SRC, options=("-std=c++17",))
+    smem_per_sm = cp.cuda.runtime.getDeviceProperties(0)["sharedMemPerMultiprocessor"]
+    rows = []
+    for warps, per_sm in MMA_LDSM_OCCUPANCY:
+        # the largest dynamic shared memory that still admits per_sm CTAs (1 KiB reserved each)
+        smem = min(227 * 1024, smem_per_sm // per_sm - 1024 - 1024)
+        grid, block = sm_count * per_sm, warps * 32
+        for a_ld in (1, 0):
+            for mode in MMA_LDSM_MODES:
+                if mode == 0 and not a_ld:
+                    continue
+                k = mod.get_function(f"mma_ldsm_m{mode}_a{1 if mode == 0 else a_ld}")
+                k.max_dynamic_shared_size_bytes = smem
+                out = cp.empty(grid * block, dtype=cp.float32)
+                cycles = cp.zeros(grid, dtype=cp.int64)
+                ms = _time_ms(lambda: k((grid,), (block,), (out, cp.int32(steps), cycles),
+                                        shared_mem=smem), warmup=2, reps=5)
+                cyc = float(cp.median(cycles.astype(cp.float64)))
+                mmas = 0 if mode == 1 else MMA_LDSM_MT * MMA_LDSM_NT * steps * warps
+                ldsm = 0 if mode == 0 else (MMA_LDSM_MT * a_ld + MMA_LDSM_NT // 2) * steps * warps
+                rows.append({
+                    "mode": MMA_LDSM_MODES[mode], "a_from_shared": bool(a_ld or mode == 0),
+                    "warps_per_cta": warps, "ctas_per_sm": per_sm,
+                    "warps_per_sub_partition": warps * per_sm / 4, "steps": steps,
+                    "cycles_median": cyc, "ms": ms,
+                    "mma_flop_per_clock_per_sm": per_sm * mmas * 4096 / cyc,
+                    "ldmatrix_bytes_per_clock_per_sm": per_sm * ldsm * 512 / cyc,
+                    "clock_hz_implied": cyc / (ms * 1e-3)})
+    return {"rows": rows, "mt": MMA_LDSM_MT, "nt": MMA_LDSM_NT,
+            "method": f"per warp and k-step: {MMA_LDSM_MT} A ldmatrix.x4 (none when A is in "
+                      f"registers) + {MMA_LDSM_NT // 2} B ldmatrix.x4 from conflict-free shared "
+                      f"memory, then {MMA_LDSM_MT * MMA_LDSM_NT} mma.sync.m16n8k16 f16->f32 into "
+                      f"independent accumulators; {steps} k-steps; clock64 cycles per CTA "
+                      f"(median over CTAs, all resident), median of 5 launches"}
+
+
+
+def fa2_loop_rate(sm_count: int, steps: int = 2048) -> dict:
+    """FA-2's forward inner loop from shared memory (_FA2_LOOP_SRC): cycles per KV step of a
+    CTA (clock64, median over CTAs) and the CUDA-event time, for the whole loop, its GEMMs
+    alone and its softmax alone, at 1 and 2 CTAs (4 warps each) per SM."""
+    import cupy as cp
+    mod = cp.RawModule(code=_FA2_LOOP_SRC, options=("-std=c++17",))
+    smem_per_sm = cp.cuda.runtime.getDeviceProperties(0)["sharedMemPerMultiprocessor"]
+    rows = []
+    for per_sm in (1, 2):
+        smem = min(227 * 1024, smem_per_sm // per_sm - 2048)
+        grid, block = sm_count * per_sm, 128
+        for mode, name in FA2_LOOP_MODES.items():
+            k = mod.get_function(f"fa2_loop_m{mode}")
+            k.max_dynamic_shared_size_bytes = smem
+            out = cp.empty(grid * block, dtype=cp.float32)
+            cycles = cp.zeros(grid, dtype=cp.int64)
+            ms = _time_ms(lambda: k((grid,), (block,), (out, cp.int32(steps), cycles),
+                                    shared_mem=smem), warmup=3, reps=10)
+            cyc = float(cp.median(cycles.astype(cp.float64)))
+            a = k.attributes
+            rows.append({"mode": name, "ctas_per_sm": per_sm, "steps": steps,
+                         "cycles_per_step_per_cta": cyc / steps, "ms": ms,
+                         "event_ns_per_step_per_sm": ms * 1e6 / steps / per_sm,
+                         "num_regs": a.get("num_regs"), "local_size_bytes": a.get("local_size_bytes")})
+    return {"rows": rows,
+            "method": f"one KV step = 2 x 2·128·64·128 FLOP per CTA (4 warps, block_q 128, "
+                      f"block_kv 64, d 128), {steps} steps, data in shared memory; clock64 "
+                      f"cycles per CTA (median), median of 10 CUDA-event timings"}
+
+
+def fa2_loop_table(result: dict) -> str:
+    lines = [f"{'mode':14} {'CTA/SM':>6} {'clk/step/CTA':>12} {'ns/step/SM':>10} {'regs':>4} {'local':>5}"]
+    for r in result["rows"]:
+        lines.append(f"{r['mode']:14} {r['ctas_per_sm']:6d} {r['cycles_per_step_per_cta']:12.0f} "
+                     f"{r['event_ns_per_step_per_sm']:10.1f} {r['num_regs']:4d} {r['local_size_bytes']:5d}")
+    return "\n".join(lines)
+
+def mma_ldsm_table(result: dict) -> str:
+    lines = [f"{'mode':26} {'A':4} {'w/CTA':>5} {'CTA/SM':>6} {'w/SMSP':>6} "
+             f"{'FLOP/clk/SM':>11} {'B/clk/SM':>8} {'MHz':>6}"]
+    for r in result["rows"]:
+        lines.append(f"{r['mode']:26} {'smem' if r['a_from_shared'] else 'regs':4} "
+                     f"{r['warps_per_cta']:5d} {r['ctas_per_sm']:6d} "
+                     f"{r['warps_per_sub_partition']:6.1f} {r['mma_flop_per_clock_per_sm']:11.0f} "
+                     f"{r['ldmatrix_bytes_per_clock_per_sm']:8.1f} "
+                     f"{r['clock_hz_implied'] / 1e6:6.0f}")
+    return "\n".join(lines)
+
 def launch_overhead(mod, n: int = 2000) -> dict:
     k = mod.get_function("empty_kernel")
     ms = _time_ms(lambda: [k((1,), (32,), ()) for _ in range(n)], warmup=1, reps=5)
@@ -286,6 +664,8 @@ def run_all() -> dict:
     results["launch"] = launch_overhead(mod)
     results["tensor_fp16_mma_sync"] = mma_sync_rate(mod, facts["sm_count"])
     results["atomic_reduction"] = atomic_reduction(facts["sm_count"])
+    results["mma_ldsm"] = mma_ldsm_rate(facts["sm_count"])
+    results["fa2_loop"] = fa2_loop_rate(facts["sm_count"])
     return results
 
 
@@ -294,7 +674,19 @@ def main(argv=None):
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--only-atomics", action="store_true",
                     help="run only the fp32 atomic reduction benchmark")
+    ap.add_argument("--only-mma-ldsm", action="store_true",
+                    help="run only the mma.sync + ldmatrix overlap benchmark")
     args = ap.parse_args(argv)
+    if args.only_mma_ldsm:
+        facts = device_facts()
+        results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
+                   "mma_ldsm": mma_ldsm_rate(facts["sm_count"]),
+                   "fa2_loop": fa2_loop_rate(facts["sm_count"])}
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        print(mma_ldsm_table(results["mma_ldsm"]))
+        print(fa2_loop_table(results["fa2_loop"]))
+        return
     if args.only_atomics:
         facts = device_facts()
         results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),

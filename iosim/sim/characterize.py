@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, reduce_l2_cost
+from ..machine import copy_issue_s_per_byte, reduce_l2_costs
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -47,7 +47,7 @@ def shape_key(items) -> tuple:
         elif kind == "load":
             out.append(("load", item.tensor, item.bytes))
         elif kind == "store":
-            out.append(("store", item.tensor, item.bytes, item.reduce))
+            out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind in ("exp", "alu"):
@@ -93,7 +93,7 @@ class Characterizer:
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(gpu.dram_bandwidth_bytes_per_s),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
-                             l2_queue_position, reduce_l2_cost(gpu))
+                             l2_queue_position, reduce_l2_costs(gpu))
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s) for _ in range(k)]
         ends = [0.0] * k

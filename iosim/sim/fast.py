@@ -16,7 +16,7 @@ from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from ..machine import SmRates, reduce_l2_cost, tensor_server_busy_s
+from ..machine import SmRates, reduce_l2_costs, tensor_server_busy_s
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
@@ -27,15 +27,20 @@ from .timeline import Timeline
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
 
 
-def segment_bytes(program, miss: dict, dram_store_ratio: float, reduce_cost: float = 1.0) -> tuple:
+def segment_bytes(program, miss: dict, dram_store_ratio: float,
+                  reduce_cost: dict | None = None) -> tuple:
     """Per segment: (L2↔SM bytes, expected DRAM bytes, the fraction of its load bytes that
     wait for DRAM: misses and hits on lines still in flight, capped at 1). Write-backs are
     DRAM bytes nobody waits for: a load that hits in L2 does not queue behind them. The L2
-    figure counts a reduced byte as reduce_cost port bytes (machine.reduce_l2_cost)."""
+    figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs)."""
+    rc = reduce_cost or {}
+    frag, coal = rc.get("fragment", 1.0), rc.get("coalesced", 1.0)
     l2, dram, wait = [], [], []
     for seg in split_segments(program):
         t = program_totals(seg)
-        l2.append(t.bytes_loaded + t.bytes_stored + t.reduce_bytes * (reduce_cost - 1.0))
+        l2.append(t.bytes_loaded + t.bytes_stored
+                  + (t.reduce_bytes - t.reduce_coalesced_bytes) * (frag - 1.0)
+                  + t.reduce_coalesced_bytes * (coal - 1.0))
         dram.append(sum(b * miss.get(tn, (0.0, 0.0))[0] for tn, b in t.load_bytes.items())
                     + t.bytes_stored * dram_store_ratio)
         wait.append(sum(b * min(1.0, miss.get(tn, (0.0, 0.0))[1])
@@ -112,7 +117,7 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
                 ab = bytes_by_shape[shape, ci] = segment_bytes(p, c_miss, dram_scale,
-                                                                reduce_l2_cost(characterizer.gpu))
+                                                                reduce_l2_costs(characterizer.gpu))
             prof = profiles_by_shape.get((shape, c_key))
             if prof is None:         # classes of one shape share their profiles
                 prof = profiles_by_shape[shape, c_key] = tuple(
@@ -134,7 +139,7 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
     """How long until the last of a first wave's first segments, all queued at once, has
     its data: the group's mean first-segment bytes at the shared bandwidths."""
     n_cls = len(info.programs)
-    first = [segment_bytes(p, miss, dram_scale, reduce_l2_cost(gpu)) for p in info.programs]
+    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu)) for p in info.programs]
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls
     return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,

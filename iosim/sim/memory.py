@@ -117,9 +117,10 @@ class ExactMemory:
     the L2↔SM bandwidth server and, on a miss or dirty eviction, the DRAM server."""
 
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
-                 l2_latency_s: float, dram_latency_s: float, reduce_cost: float = 1.0):
+                 l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
-        self.reduce_cost = reduce_cost   # machine.reduce_l2_cost: port bytes per reduced byte
+        # machine.reduce_l2_costs: port bytes per reduced byte, by Store.reduce_layout
+        self.reduce_cost = reduce_cost or {}
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.counters = MemoryCounters()
         self.kernel_counters = MemoryCounters()   # reset by the engine at each kernel start
@@ -147,10 +148,10 @@ class ExactMemory:
             self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float) -> float:
         """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM).
         A reduce holds the L2 port for as long as the atomic-reduction rate takes."""
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * (self.reduce_cost if reduce else 1.0))
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else 1.0))
         self._count("sm_to_l2_bytes", nbytes)
         entry = self.l2.lookup(key)
         if entry is not None:
@@ -196,9 +197,9 @@ class ExpectedMemory:
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
-                 reduce_cost: float = 1.0):
+                 reduce_cost: dict | None = None):
         self.l2_server, self.dram_server = l2_server, dram_server
-        self.reduce_cost = reduce_cost
+        self.reduce_cost = reduce_cost or {}
         self.l2_queue_factor = 1.0 + l2_queue_position
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.miss_probability = miss_probability
@@ -214,7 +215,7 @@ class ExpectedMemory:
         line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def store(self, key, tensor: str, nbytes: int, reduce: bool, now_s: float) -> float:
-        port_bytes = nbytes * (self.reduce_cost if reduce else 1.0)
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float) -> float:
+        port_bytes = nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else 1.0)
         _, l2_done_s = self.l2_server.reserve(now_s, port_bytes * self.l2_queue_factor)
         return l2_done_s

@@ -120,7 +120,8 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         pending_s = -1.0
         if kind == "store":
             if do_memory:
-                t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes, op.reduce, env.now)
+                t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
+                              op.reduce and op.reduce_layout, env.now)
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)
