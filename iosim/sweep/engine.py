@@ -2,12 +2,13 @@
 as `iosim run` would, on a Dask cluster (a local one of N worker processes, or an existing one
 by its scheduler address) or, with no workers, in this process.
 
-Each point is one task: `evaluate(point, gpu_figures)` returns the nested record of
-`iosim run --format json` plus `point_id`, `point` (the grid values) and `error` (None, or the
-one-line reason a point was refused). GPU configs are resolved and scaled here, before any task
-is sent, so workers need neither the grid file nor GPU YAML files. Rows come back in any order;
-the table is sorted into grid order before it is written, so the output does not depend on which
-worker finished first.
+`evaluate(point, gpu_figures_json)` returns the nested record of `iosim run --format json`
+plus `point_id`, `point` (the grid values) and `error` (None, or the one-line reason a point
+was refused). GPU configs are resolved and scaled here, before any task is sent, so workers
+need neither the grid file nor GPU YAML files. On Dask, points travel in chunks, the most
+expensive first, each chunk to whichever worker is free (see `chunks`). Rows come back in any
+order; the table is sorted into grid order before it is written, so the output does not depend
+on which worker finished first.
 """
 from __future__ import annotations
 
@@ -42,19 +43,38 @@ def scaled_gpu(name: str, point: dict):
     return gpu.with_(**changes, name=f"{gpu.name} [{', '.join(notes)}]")
 
 
-def evaluate(point: dict, gpu_figures: dict) -> dict:
+# GpuSpec of each GPU variant, validated once per process (serial or worker) from the figures
+# the client sends: a point's task carries the figures as JSON text, the text is the key.
+# (Validation is ~60 µs, so this saves little; it keeps a worker doing what serial does.)
+_GPUS: dict = {}
+
+
+def _gpu(figures_json: str):
+    gpu = _GPUS.get(figures_json)
+    if gpu is None:
+        from ..hardware import GpuSpec
+        if len(_GPUS) > 256:
+            _GPUS.clear()
+        gpu = _GPUS[figures_json] = GpuSpec.model_validate_json(figures_json)
+    return gpu
+
+
+def _run_keys(point: dict) -> dict:
+    """The point's problem and tiling keys (the run options' vocabulary, options.py)."""
+    from ..options import API_ALIASES, TILING_KEYS
+    from ..problem import PROBLEM_KEYS
+    return {k: v for k, v in point.items()
+            if k in PROBLEM_KEYS or k in API_ALIASES or k in TILING_KEYS}
+
+
+def evaluate(point: dict, gpu_figures_json: str) -> dict:
     """Analyze one point (run on a worker). Input errors become the record's `error`."""
     from ..analysis.analyze import analyze
-    from ..hardware import GpuSpec
-    from ..options import API_ALIASES, TILING_KEYS, problem_from_kwargs
-    from ..problem import PROBLEM_KEYS
+    from ..options import problem_from_kwargs
     head = {"point_id": point_id(point), "point": dict(point)}
     try:
-        gpu = GpuSpec.model_validate(gpu_figures)
-        # the run options' vocabulary (options.py): problem fields, their aliases, tiling
-        problem, tiling = problem_from_kwargs(
-            {k: v for k, v in point.items()
-             if k in PROBLEM_KEYS or k in API_ALIASES or k in TILING_KEYS})
+        gpu = _gpu(gpu_figures_json)
+        problem, tiling = problem_from_kwargs(_run_keys(point))
         a = analyze(problem, gpu, point.get("algo", "fa2"), model=point.get("model", "sim"),
                     sim_mode=point.get("mode", "fast"), l2_samples=point.get("l2_samples"),
                     **tiling)
@@ -63,25 +83,72 @@ def evaluate(point: dict, gpu_figures: dict) -> dict:
     return {**head, **a.to_dict(), "error": None}
 
 
-def evaluate_batch(items: list) -> list:
-    """evaluate() over [(index, (point, gpu_figures)), ...]; one Dask task."""
-    return [(i, evaluate(*args)) for i, args in items]
+def evaluate_chunk(items: list) -> list:
+    """evaluate() over [(index, point, gpu_figures_json), ...]; one Dask task."""
+    return [(i, evaluate(p, g)) for i, p, g in items]
 
 
 # ---- many points --------------------------------------------------------------------------
-# A point takes 0.05-5 s. Sent one by one, each costs a few messages between the client, the
-# scheduler and a worker, and on a busy machine every message waits for its process to be
-# scheduled. So points go in batches, TASKS_PER_WORKER per worker thread, dealt round-robin
-# (point k to batch k mod B) so that the expensive corners of a grid spread over the batches.
-TASKS_PER_WORKER = 4
+# A point takes 3 ms to 1 s (fast simulator; the 200-point benchmark grid: seq 256 fa2 ~3 ms,
+# seq 4096 standard ~0.8 s). Sent one by one, each point would cost a few messages between the
+# client, the scheduler and a worker, and on a busy machine each message waits for its process
+# to be scheduled; sent as a few fixed batches, one slow batch sets the wall time. So points go
+# in chunks, largest first by an estimate of their cost, and the scheduler hands the next
+# chunk to whichever worker has a free slot (Dask's task queuing, in priority order): the
+# longest-processing-time-first rule with dynamic dispatch (Graham 1969: within 4/3 of the
+# optimal makespan when the costs are known; here they are estimated, and a wrong estimate
+# costs balance, never a result). Chunk sizes follow guided self-scheduling (Polychronopoulos
+# & Kuck 1987): a chunk takes at most 1/(CHUNKS_PER_SLOT x slots) of the points still to deal
+# and of their estimated cost, so the expensive points go one by one and the last chunks are
+# single cheap points, which bounds the idle tail. CHUNKS_PER_SLOT sets the granularity: 4
+# chunks per worker slot at the start, fewer messages than one task per point.
+CHUNKS_PER_SLOT = 4
+
+
+def cost_estimate(point: dict) -> float:
+    """What a point costs to simulate, up to a constant: the problem's matmul FLOPs (the
+    simulated CTAs' work scales with the attended pairs) for the simulator, 0 for the roofline
+    model (closed forms) and for points refused before any work. Only the order and relative
+    size matter: it orders points and sizes chunks, never changes a result."""
+    if point.get("model", "sim") == "roofline":
+        return 0.0
+    from ..options import problem_from_kwargs
+    try:
+        problem, _ = problem_from_kwargs(_run_keys(point))
+        return float(problem.useful_flops())
+    except (IosimError, ValueError, TypeError, MemoryError):
+        return 0.0
+
+
+def chunks(tasks: list, costs: list, slots: int) -> list:
+    """tasks (any items) dealt into chunks, most expensive first (by `costs`, stable: equal
+    costs keep grid order, so a chunk holds neighbouring points as serial runs them)."""
+    if not tasks:
+        return []
+    share = CHUNKS_PER_SLOT * max(1, slots)
+    order = sorted(range(len(tasks)), key=lambda k: -costs[k])
+    left_n, left_cost = len(tasks), float(sum(costs))
+    out, cur, cur_cost = [], [], 0.0
+    for k in order:
+        if cur and (len(cur) >= -(-left_n // share) or cur_cost + costs[k] > left_cost / share):
+            out.append(cur)
+            left_n -= len(cur)
+            left_cost -= cur_cost
+            cur, cur_cost = [], 0.0
+        cur.append(tasks[k])
+        cur_cost += costs[k]
+    out.append(cur)
+    return out
 
 
 # A local cluster's workers run CPU-bound points and nothing else: no 10 ms stack sampling
-# (the profiler behind the dashboard's profile page) and slower health monitors, whose
-# wake-ups otherwise take CPU from the points on a small machine (Dask's configuration keys;
-# an existing cluster keeps its own).
+# (the profiler behind the dashboard's profile page), no work stealing (queued tasks already go
+# to whichever worker is free), and slower health monitors, whose wake-ups otherwise take CPU
+# from the points on a small machine (Dask's configuration keys; an existing cluster keeps its
+# own).
 LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
+    "distributed.scheduler.work-stealing": False,
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.admin.system-monitor.gil.enabled": False,
@@ -89,19 +156,38 @@ LOCAL_CLUSTER_CONFIG = {
 }
 
 
-def batches(tasks: list, slots: int) -> list:
-    n = max(1, min(len(tasks), TASKS_PER_WORKER * max(1, slots)))
-    return [tasks[k::n] for k in range(n)]
+def start_method() -> str:
+    """How a local cluster starts its worker processes. On Linux, fork: a worker is a copy of
+    this process with numpy, pydantic, Dask and iosim already imported (about 0.7 CPU-s and,
+    on 2 cores, 1-2 s of wall time saved per worker against spawn, which starts a fresh
+    interpreter that imports them again; benchmarks/sweep_speed.py). The fork happens in
+    Dask's event-loop thread while the calling thread waits; a worker runs only Dask's worker
+    code and iosim's pure-Python points. Elsewhere (macOS, where fork is unsafe with the
+    system's frameworks; Windows, which has no fork), spawn, Dask's default."""
+    import multiprocessing
+    import sys
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
 
 
 def _serial(tasks, on_result):
-    for i, args in tasks:
-        on_result(i, evaluate(*args))
+    for i, point, gpu in tasks:
+        on_result(i, evaluate(point, gpu))
 
 
-def _dask(tasks, on_result, workers: int, scheduler: str | None):
+def _local_cluster(workers: int):
+    import dask
+    from dask.distributed import LocalCluster
+    config = {**LOCAL_CLUSTER_CONFIG, "distributed.worker.multiprocessing-method": start_method()}
+    with dask.config.set(config):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                            dashboard_address=":0", silence_logs=logging.CRITICAL)
+
+
+def _dask(tasks, costs, on_result, workers: int, scheduler: str | None):
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, as_completed
     except ImportError as exc:
         raise IosimError(f"sweeping on Dask needs dask[distributed]: {exc}") from None
     cluster = None
@@ -113,15 +199,20 @@ def _dask(tasks, on_result, workers: int, scheduler: str | None):
                 raise IosimError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") \
                     from None
         else:
-            import dask
-            with dask.config.set(LOCAL_CLUSTER_CONFIG):
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
+            # the cheapest point here first: it imports what a point needs (the algorithms,
+            # the simulator, simpy), once, before the workers are forked from this process
+            k = min(range(len(tasks)), key=lambda j: costs[j])
+            _serial([tasks[k]], on_result)
+            tasks, costs = tasks[:k] + tasks[k + 1:], costs[:k] + costs[k + 1:]
+            if not tasks:
+                return
+            cluster = _local_cluster(workers)
             client = Client(cluster)
         with client:
             slots = sum(client.nthreads().values()) or workers or 1
-            futures = [client.submit(evaluate_batch, b, pure=False)
-                       for b in batches(tasks, slots)]
+            dealt = chunks(tasks, costs, slots)
+            futures = [client.submit(evaluate_chunk, chunk, pure=False, priority=len(dealt) - r)
+                       for r, chunk in enumerate(dealt)]
             for _fut, results in as_completed(futures, with_results=True):
                 for i, record in results:
                     on_result(i, record)
@@ -187,8 +278,8 @@ def sweep(grid, output=None, workers: int = 0, scheduler: str | None = None,
         p = pts[i]
         key = (p.get("gpu", "h100"),) + tuple(p.get(k) for k in GPU_SCALES)
         if key not in gpus:
-            gpus[key] = scaled_gpu(key[0], p).model_dump()
-        tasks.append((i, (p, gpus[key])))
+            gpus[key] = scaled_gpu(key[0], p).model_dump_json()
+        tasks.append((i, p, gpus[key]))
     results = {}
     bar = Progress(len(tasks), desc="sweep", enabled=progress and bool(tasks))
     varying = [k for k in order if len(grid_model.axes().get(k) or ()) > 1]
@@ -212,7 +303,7 @@ def sweep(grid, output=None, workers: int = 0, scheduler: str | None = None,
 
     try:
         if tasks and (workers > 0 or scheduler):
-            _dask(tasks, on_result, workers, scheduler)
+            _dask(tasks, [cost_estimate(t[1]) for t in tasks], on_result, workers, scheduler)
         elif tasks:
             _serial(tasks, on_result)
     finally:
