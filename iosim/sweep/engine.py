@@ -159,11 +159,12 @@ LOCAL_CLUSTER_CONFIG = {
 
 def start_method() -> str:
     """How a local cluster starts its worker processes. On Linux, fork: a worker is a copy of
-    this process with numpy, pydantic, Dask and iosim already imported (about 0.7 CPU-s and,
-    on 2 cores, 1-2 s of wall time saved per worker against spawn, which starts a fresh
-    interpreter that imports them again; benchmarks/sweep_speed.py). The fork happens in
-    Dask's event-loop thread while the calling thread waits; a worker runs only Dask's worker
-    code and iosim's pure-Python points. Elsewhere (macOS, where fork is unsafe with the
+    this process with numpy, pydantic, Dask and iosim already imported, where spawn starts a
+    fresh interpreter that imports them again. Measured for 2 workers (start, a first task
+    each, close; 2-core machine at load average ~7): spawn 3.4 s wall and 1.4 CPU-s in the
+    workers, fork 0.4 s and 0.1 CPU-s. The fork happens in Dask's event-loop thread while the
+    calling thread waits; a worker runs only Dask's worker code and iosim's pure-Python points
+    (never CUDA, which a forked child could not use). Elsewhere (macOS, where fork is unsafe with the
     system's frameworks; Windows, which has no fork), spawn, Dask's default."""
     import multiprocessing
     import sys
@@ -227,13 +228,6 @@ def _dask(tasks, costs, on_result, workers: int, scheduler: str | None, freeze: 
                 raise IosimError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") \
                     from None
         else:
-            # the cheapest point here first: it imports what a point needs (the algorithms,
-            # the simulator, simpy), once, before the workers are forked from this process
-            k = min(range(len(tasks)), key=lambda j: costs[j])
-            _serial([tasks[k]], on_result)
-            tasks, costs = tasks[:k] + tasks[k + 1:], costs[:k] + costs[k + 1:]
-            if not tasks:
-                return
             cluster = _local_cluster(workers, freeze)
             client = Client(cluster)
         with client:
