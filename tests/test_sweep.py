@@ -170,3 +170,28 @@ def test_scaled_gpu_survives_the_trip_to_a_worker_as_json():
     from iosim.hardware import GpuSpec
     g = scaled_gpu("h100", {"l2_capacity_scale": 0.25, "dram_bandwidth_scale": 3.0})
     assert GpuSpec.model_validate_json(g.model_dump_json()) == g
+
+
+def test_sweep_leaves_the_callers_garbage_collector_as_it_found_it():
+    import gc
+    grid = {"algo": "fa2", "seq": [256, 512], "heads": 2, "model": "roofline"}
+    assert gc.get_freeze_count() == 0
+    sweep(grid)
+    assert gc.get_freeze_count() == 0           # frozen for the sweep only
+    gc.freeze()
+    held = gc.get_freeze_count()
+    try:
+        sweep(grid)
+        assert gc.get_freeze_count() == held    # the caller's own freeze is kept
+    finally:
+        gc.unfreeze()
+
+
+def test_one_worker_runs_the_costliest_points_first(capsys):
+    # seq 2048 has 16x the attended pairs of 512 (and 64x those of 256): its chunk has the
+    # highest priority, so a single worker finishes it first; rows still come in grid order
+    grid = {"algo": "fa2", "seq": [256, 512, 2048], "heads": 2, "model": "sim"}
+    df = sweep(grid, workers=1, progress=True)
+    steps = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep:")]
+    assert steps[0].endswith("seq=2048") and len(steps) == 3
+    assert list(df["point.seq"]) == [256, 512, 2048]
