@@ -7,7 +7,8 @@ import iosim.api as io
 from iosim.cli import main
 from iosim.errors import IosimError
 from iosim.hardware import load_gpu
-from iosim.sweep.engine import scaled_gpu, sweep
+from iosim.sweep.engine import sweep
+from iosim.sweep.point import scaled_gpu
 from iosim.sweep.grid import load_grid, points
 
 SMALL = {"gpu": ["h100", "a100"], "algo": ["fa2", "fa3"], "seq": [256, 512], "heads": 2,
@@ -134,7 +135,7 @@ def test_cli_reports_each_point_on_stderr_and_writes_parquet(tmp_path, monkeypat
 
 
 def test_chunks_put_the_costliest_points_first_and_cover_each_once():
-    from iosim.sweep.engine import chunks
+    from iosim.sweep.dispatch import chunks
     costs = [1, 9, 1, 1, 8, 1, 1, 1, 1, 1]
     c = chunks(list(range(10)), costs, slots=1)   # at most 1/4 of what is left per chunk
     # 9 and 8 exceed a quarter of the cost left (25/4, then 16/4): one point each; then the
@@ -145,14 +146,14 @@ def test_chunks_put_the_costliest_points_first_and_cover_each_once():
 
 
 def test_equal_costs_are_chunked_in_grid_order_by_guided_self_scheduling():
-    from iosim.sweep.engine import chunks
+    from iosim.sweep.dispatch import chunks
     c = chunks(list(range(20)), [0.0] * 20, slots=2)   # ceil(left / 8) points per chunk
     assert [len(x) for x in c] == [3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
     assert [i for chunk in c for i in chunk] == list(range(20))
 
 
 def test_cost_estimate_orders_points_by_simulated_work():
-    from iosim.sweep.engine import cost_estimate
+    from iosim.sweep.point import cost_estimate
     small, large = cost_estimate({"seq": 1024, "heads": 2}), cost_estimate({"seq": 4096, "heads": 2})
     assert large == 16 * small > 0        # attended pairs grow as seq^2 (non-causal)
     assert cost_estimate({"seq": 4096, "heads": 2, "model": "roofline"}) == 0
@@ -162,7 +163,7 @@ def test_cost_estimate_orders_points_by_simulated_work():
 def test_local_cluster_forks_its_workers_on_linux():
     import sys
 
-    from iosim.sweep.engine import start_method
+    from iosim.sweep.dispatch import start_method
     assert start_method() == ("fork" if sys.platform.startswith("linux") else "spawn")
 
 
