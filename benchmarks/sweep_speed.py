@@ -8,7 +8,7 @@ on a local Dask cluster of `--workers` processes (wall time including the cluste
 the scheduling of the points and the cluster's shutdown), alternately, `--repeat` times each.
 Every table must equal the first.
 
-    python benchmarks/sweep_speed.py [--workers 2] [--repeat 2] [--seqs 256,512,1024]
+    python benchmarks/sweep_speed.py [--workers 2] [--repeat 2] [--seqs 256,512,1024] [--corun]
 
 Per pair it prints the ratio of wall times, the CPU seconds of the serial run and of the
 parallel one (the workers', and this process's: client, scheduler and nannies), and
@@ -18,7 +18,9 @@ with 2 cores and other work keeping the load average above 2, two workers cannot
 cores, and the ratio says more about the neighbours than about the engine (with Linux's
 autogroup scheduling, all processes of one session share one session's CPU share). The output
 in benchmarks/results/sweep_speed.txt was produced with the command on its first line; read
-it with its load averages.
+it with its load averages. `--corun` adds the same grid's two halves (split on the GPU axis)
+swept serially in two processes at once, without Dask, against one at a time: the extra CPU
+two simulators need when they run together, which bounds any engine's speed-up below N.
 """
 from __future__ import annotations
 
@@ -67,6 +69,37 @@ def timed(label: str, grid: dict, **kw) -> tuple[pd.DataFrame, float, tuple]:
     return df, t, used
 
 
+def _half_cpu(grid: dict) -> float:
+    t = time.process_time()
+    sweep(grid)
+    return time.process_time() - t
+
+
+def corun(grid: dict) -> None:
+    """The hardware's share of the parallel CPU, without Dask: the grid split in two on its GPU
+    axis, each half swept serially in a forked process, first one after the other, then both
+    at once; CPU-seconds of each. Two processes at once on the machine's cores use more CPU
+    for the same points than one at a time (shared caches and memory bandwidth, and, where the
+    cores are hyperthreads of one physical core, the core itself); no engine removes that."""
+    import multiprocessing as mp
+    gpus = grid["gpu"]
+    if len(gpus) < 2:
+        print("corun: needs at least two GPUs in the grid")
+        return
+    halves = [{**grid, "gpu": gpus[:len(gpus) // 2]}, {**grid, "gpu": gpus[len(gpus) // 2:]}]
+    ctx = mp.get_context("fork")
+    alone = []
+    for h in halves:
+        with ctx.Pool(1) as pool:
+            alone.append(pool.apply(_half_cpu, (h,)))
+    with ctx.Pool(2) as pool:
+        together = pool.map(_half_cpu, halves, chunksize=1)
+    print(f"corun (no Dask): halves one at a time {alone[0]:.1f} + {alone[1]:.1f} = "
+          f"{sum(alone):.1f} CPU-s, both at once {together[0]:.1f} + {together[1]:.1f} = "
+          f"{sum(together):.1f} CPU-s: x{sum(together) / sum(alone):.3f} for running two at "
+          f"once (load average {load()})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=2)
@@ -77,6 +110,8 @@ def main() -> None:
     ap.add_argument("--l2-scales", type=_list(float), default=GRID["l2_capacity_scale"],
                     help="comma-separated L2 capacity factors")
     ap.add_argument("--heads", type=int, default=GRID["heads"])
+    ap.add_argument("--corun", action="store_true",
+                    help="also time the grid's two halves swept at once without Dask")
     args = ap.parse_args()
     grid = {"gpu": args.gpus, "algo": args.algos, "seq": args.seqs, "heads": args.heads,
             "l2_capacity_scale": args.l2_scales}
@@ -114,6 +149,8 @@ def main() -> None:
           + ", ".join(f"{x:.2f}x" for x in bounds))
     print("speed-up estimated from CPU time (a free core per worker), per pair: "
           + ", ".join(f"{x:.2f}x" for x in cpu_ratios))
+    if args.corun:
+        corun(grid)
 
 
 if __name__ == "__main__":
