@@ -7,7 +7,8 @@ import iosim.api as io
 from iosim.cli import main
 from iosim.errors import IosimError
 from iosim.hardware import load_gpu
-from iosim.sweep.engine import scaled_gpu, sweep
+from iosim.sweep.engine import sweep
+from iosim.sweep.point import scaled_gpu
 from iosim.sweep.grid import load_grid, points
 
 SMALL = {"gpu": ["h100", "a100"], "algo": ["fa2", "fa3"], "seq": [256, 512], "heads": 2,
@@ -133,9 +134,65 @@ def test_cli_reports_each_point_on_stderr_and_writes_parquet(tmp_path, monkeypat
     assert list(pd.read_parquet(tmp_path / "out.parquet")["point.algo"]) == ["fa1", "fa2"]
 
 
-def test_batches_deal_points_round_robin_and_cover_each_once():
-    from iosim.sweep.engine import batches
-    tasks = [(i, None) for i in range(10)]
-    b = batches(tasks, slots=1)          # 4 batches per worker slot
-    assert [[i for i, _ in x] for x in b] == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
-    assert batches(tasks[:3], slots=2) == [[(0, None)], [(1, None)], [(2, None)]]
+def test_chunks_put_the_costliest_points_first_and_cover_each_once():
+    from iosim.sweep.dispatch import chunks
+    costs = [1, 9, 1, 1, 8, 1, 1, 1, 1, 1]
+    c = chunks(list(range(10)), costs, slots=1)   # at most 1/4 of what is left per chunk
+    # 9 and 8 exceed a quarter of the cost left (25/4, then 16/4): one point each; then the
+    # points of cost 1 in grid order: 8 left, up to 2 per chunk (8/4 cost); then 6 left,
+    # a quarter of their cost is 1.5: one per chunk from there on
+    assert c == [[1], [4], [0, 2], [3], [5], [6], [7], [8], [9]]
+    assert sorted(i for chunk in c for i in chunk) == list(range(10))
+
+
+def test_equal_costs_are_chunked_in_grid_order_by_guided_self_scheduling():
+    from iosim.sweep.dispatch import chunks
+    c = chunks(list(range(20)), [0.0] * 20, slots=2)   # ceil(left / 8) points per chunk
+    assert [len(x) for x in c] == [3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert [i for chunk in c for i in chunk] == list(range(20))
+
+
+def test_cost_estimate_orders_points_by_simulated_work():
+    from iosim.sweep.point import cost_estimate
+    small, large = cost_estimate({"seq": 1024, "heads": 2}), cost_estimate({"seq": 4096, "heads": 2})
+    assert large == 16 * small > 0        # attended pairs grow as seq^2 (non-causal)
+    assert cost_estimate({"seq": 4096, "heads": 2, "model": "roofline"}) == 0
+    assert cost_estimate({"seq": 0}) == 0   # refused before any work
+
+
+def test_local_cluster_forks_its_workers_on_linux():
+    import sys
+
+    from iosim.sweep.dispatch import start_method
+    assert start_method() == ("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+def test_scaled_gpu_survives_the_trip_to_a_worker_as_json():
+    from iosim.hardware import GpuSpec
+    g = scaled_gpu("h100", {"l2_capacity_scale": 0.25, "dram_bandwidth_scale": 3.0})
+    assert GpuSpec.model_validate_json(g.model_dump_json()) == g
+
+
+def test_sweep_leaves_the_callers_garbage_collector_as_it_found_it():
+    import gc
+    grid = {"algo": "fa2", "seq": [256, 512], "heads": 2, "model": "roofline"}
+    assert gc.get_freeze_count() == 0
+    sweep(grid)
+    assert gc.get_freeze_count() == 0           # frozen for the sweep only
+    gc.freeze()
+    held = gc.get_freeze_count()
+    try:
+        sweep(grid)
+        assert gc.get_freeze_count() == held    # the caller's own freeze is kept
+    finally:
+        gc.unfreeze()
+
+
+def test_one_worker_runs_the_costliest_points_first(capsys):
+    # seq 2048 has 16x the attended pairs of 512 (and 64x those of 256): its chunk has the
+    # highest priority, so a single worker finishes it first; rows still come in grid order
+    grid = {"algo": "fa2", "seq": [256, 512, 2048], "heads": 2, "model": "sim"}
+    df = sweep(grid, workers=1, progress=True)
+    steps = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep:")]
+    assert steps[0].endswith("seq=2048") and len(steps) == 3
+    assert list(df["point.seq"]) == [256, 512, 2048]
