@@ -44,6 +44,7 @@ PLAUSIBLE = {
     "l2_reduce_coalesced_bandwidth_bytes_per_s": (1e9, 1e15),
     "dram_capacity_bytes": (100e6, 10e12),
     "dram_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_read_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_latency_s": (1e-8, 1e-4),
     "fp32_flops_per_s": (1e9, 1e16),
     "exp_per_clock_per_sm": (1, 1024),
@@ -132,7 +133,12 @@ class GpuSpec(BaseModel):
     # the same with a warp adding 128 contiguous bytes (Store.reduce_layout "coalesced")
     l2_reduce_coalesced_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     dram_capacity_bytes: int = Field(gt=0)
+    # a copy's rate (bytes read + written over the time): what a kernel that reads and writes
+    # alike streams at; machine.dram_write_cost derives the cost of a written byte from it
     dram_bandwidth_bytes_per_s: float = Field(gt=0)
+    # a read-only stream's rate (the DRAM servers run at it); None: the copy's rate, and a
+    # written byte costs what a read one does
+    dram_read_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     dram_latency_s: float = Field(gt=0)
     # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
     # when an achievable rate is given

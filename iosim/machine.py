@@ -41,6 +41,33 @@ def reduce_l2_cost(gpu, layout: str = "fragment") -> float:
     return gpu.l2_bandwidth_bytes_per_s / rate if rate else 1.0
 
 
+def dram_read_rate(gpu) -> float:
+    """Bytes per second the DRAM servers serve: a read-only stream's rate
+    (GpuSpec.dram_read_bandwidth_bytes_per_s), the copy's where a GPU has none."""
+    return getattr(gpu, "dram_read_bandwidth_bytes_per_s", None) or gpu.dram_bandwidth_bytes_per_s
+
+
+def dram_write_cost(gpu) -> float:
+    """Read-rate bytes of DRAM time one written byte takes. HBM turns its bus around between
+    reads and writes, so a copy (as many bytes each way) streams slower than a read-only
+    stream: H200, measured in one device call, read-only 4.53 / 4.58 TB/s, cupy copy
+    4.21 / 4.14 TB/s (measurements/h200/dram_stream_h200*.json). A stream of R bytes read and
+    W written takes (R + W·c) / read_rate, with c set so that a copy (R = W) takes exactly
+    2R / copy_rate: c = 2·read_rate/copy_rate − 1 (H200: 1.18). The other measured mixes are
+    within 8% of this two-anchor line (mixing in one stream costs a little more; the
+    write-only row, 4.2 TB/s, runs faster than it says: no kernel here is write-only).
+    1 where a GPU has no read-only figure (every byte at the copy's rate, as before)."""
+    read = getattr(gpu, "dram_read_bandwidth_bytes_per_s", None)
+    if not read:
+        return 1.0
+    return max(1.0, 2.0 * read / gpu.dram_bandwidth_bytes_per_s - 1.0)
+
+
+def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
+    """Seconds of DRAM time R bytes read and W written take (dram_write_cost)."""
+    return (read_bytes + write_bytes * dram_write_cost(gpu)) / dram_read_rate(gpu)
+
+
 def copy_issue_s_per_byte(gpu, pipeline) -> float:
     """Seconds the issuing threads of a CTA spend per byte of a load they copy themselves
     (Pipeline.copy_issue_cycles_per_byte at the GPU's clock); 0 where not modelled. With one

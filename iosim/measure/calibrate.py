@@ -65,7 +65,20 @@ def _clock_figures(cfg: dict, clocks: dict, where: str) -> None:
             f"(median {top:.0f} W): {pts} (iosim.measure.clocks; iosim calibrate --clocks)")
 
 
-def calibrated_config(base: dict, results: dict, base_name: str, clocks: dict | None = None) -> dict:
+def _dram_stream_figure(cfg: dict, streams: list, where: str) -> None:
+    """The read-only stream rate from iosim.measure.dram_stream runs (their mean)."""
+    rates = [s["dram_read_bandwidth_bytes_per_s"] for s in streams]
+    cfg["dram_read_bandwidth_bytes_per_s"] = float(f"{sum(rates) / len(rates):.4g}")
+    copies = ", ".join(f"{s['cupy_copyto_bandwidth_bytes_per_s'] / 1e12:.2f}" for s in streams)
+    cfg["sources"]["dram_read_bandwidth_bytes_per_s"] = (
+        f"{where}: mean of {len(rates)} run(s) of {streams[0]['method']}, read-only rows "
+        f"{', '.join(f'{r / 1e12:.2f}' for r in rates)} TB/s (cupy copy in the same runs "
+        f"{copies} TB/s); machine.dram_write_cost derives a written byte's cost from it and "
+        f"the copy rate (iosim calibrate --dram-stream)")
+
+
+def calibrated_config(base: dict, results: dict, base_name: str, clocks: dict | None = None,
+                      dram_streams: list | None = None) -> dict:
     cfg = json.loads(json.dumps(base))  # deep copy
     when = results.get("measured_on", "")
     dev = results.get("device", {})
@@ -102,6 +115,9 @@ def calibrated_config(base: dict, results: dict, base_name: str, clocks: dict | 
     if clocks:
         cwhere = f"measured on {dev.get('name', 'the GPU')}{' ' + clocks['measured_on'] if clocks.get('measured_on') else ''}"
         _clock_figures(cfg, clocks, cwhere)
+    if dram_streams:
+        swhere = f"measured on {dram_streams[0].get('device', 'the GPU')} {dram_streams[0].get('measured_on', '')}".rstrip()
+        _dram_stream_figure(cfg, dram_streams, swhere)
     cfg["name"] = base["name"] + " (calibrated)"
     cfg["short_name"] = base_name + "-calibrated"
     return cfg
@@ -117,8 +133,12 @@ def calibrated_config(base: dict, results: dict, base_name: str, clocks: dict | 
 @click.option("--clocks", "clocks_json", type=click.Path(exists=True, dir_okay=False),
               help="SM clocks under load (python -m iosim.measure.clocks): per-clock tensor "
                    "rates and the power-capped clock line.")
+@click.option("--dram-stream", "dram_stream_json", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="DRAM stream rates by read share (python -m iosim.measure.dram_stream); "
+                   "repeat for several runs: their mean read-only rate.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
-def calibrate(base, from_json, clocks_json, output, force):
+def calibrate(base, from_json, clocks_json, dram_stream_json, output, force):
     """Measure DRAM and L2 bandwidth, tensor-core and exp rates, launch overhead."""
     from ..hardware import SHORT_NAMES, _resolve
     from ..paths import GPU_CONFIG_DIR
@@ -138,11 +158,13 @@ def calibrate(base, from_json, clocks_json, output, force):
     base_cfg = load_gpu(str(base_path)).model_dump()   # numbers as numbers
     stem = SHORT_NAMES.get(base, base_path.stem)
     clocks = json.loads(Path(clocks_json).read_text()) if clocks_json else None
-    cfg = calibrated_config(base_cfg, results, base_cfg["short_name"], clocks)
+    streams = [json.loads(Path(p).read_text()) for p in dram_stream_json]
+    cfg = calibrated_config(base_cfg, results, base_cfg["short_name"], clocks, streams)
     from ..hardware import GpuSpec
     GpuSpec.model_validate(cfg)  # refuse to write an invalid config
     out = Path(output) if output else GPU_CONFIG_DIR / f"{stem}-calibrated.yaml"
-    extra = f" --clocks {clocks_json}" if clocks_json else ""
+    extra = (f" --clocks {clocks_json}" if clocks_json else "") + "".join(
+        f" --dram-stream {p}" for p in dram_stream_json)
     header = (f"# Calibrated from {base_path.name} by `iosim calibrate --from-json {from_json}{extra}`;"
               f" do not edit measured figures by hand.\n") if from_json else ""
     _write(out, header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), force)

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, reduce_l2_costs
+from ..machine import copy_issue_s_per_byte, dram_read_rate, reduce_l2_costs
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -91,7 +91,7 @@ class Characterizer:
         units = SmUnits(self.rates)
         miss_items, l2_queue_position = miss
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
-                             Server(gpu.dram_bandwidth_bytes_per_s),
+                             Server(dram_read_rate(gpu)),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
                              l2_queue_position, reduce_l2_costs(gpu))
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import simpy
 
-from ..machine import SmRates, copy_issue_s_per_byte, reduce_l2_costs, tensor_server_busy_s
+from ..machine import (SmRates, copy_issue_s_per_byte, dram_read_rate, dram_write_cost,
+                       reduce_l2_costs, tensor_server_busy_s)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker
@@ -25,8 +26,9 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
     rates = SmRates.of(gpu, dtype)           # the servers run at the wgmma rate
     env = simpy.Environment()
     mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
-                      Server(gpu.l2_bandwidth_bytes_per_s), Server(gpu.dram_bandwidth_bytes_per_s),
-                      gpu.l2_latency_s, gpu.dram_latency_s, reduce_l2_costs(gpu))
+                      Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
+                      gpu.l2_latency_s, gpu.dram_latency_s, reduce_l2_costs(gpu),
+                      dram_write_cost(gpu))
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]

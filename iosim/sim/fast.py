@@ -16,7 +16,7 @@ from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from ..machine import SmRates, reduce_l2_costs, tensor_server_busy_s
+from ..machine import SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
@@ -29,10 +29,12 @@ DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float,
                   reduce_cost: dict | None = None) -> tuple:
-    """Per segment: (L2↔SM bytes, expected DRAM bytes, the fraction of its load bytes that
+    """Per segment: (L2↔SM bytes, expected DRAM-server bytes, the fraction of its load bytes that
     wait for DRAM: misses and hits on lines still in flight, capped at 1). Write-backs are
     DRAM bytes nobody waits for: a load that hits in L2 does not queue behind them. The L2
-    figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs)."""
+    figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs).
+    dram_store_ratio: DRAM-server bytes per stored byte, i.e. the share written back times
+    machine.dram_write_cost (a written byte's DRAM time in read-rate bytes)."""
     rc = reduce_cost or {}
     frag, coal = rc.get("fragment", 1.0), rc.get("coalesced", 1.0)
     l2, dram, wait = [], [], []
@@ -116,8 +118,9 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
-                ab = bytes_by_shape[shape, ci] = segment_bytes(p, c_miss, dram_scale,
-                                                                reduce_l2_costs(characterizer.gpu))
+                ab = bytes_by_shape[shape, ci] = segment_bytes(
+                    p, c_miss, dram_scale * dram_write_cost(characterizer.gpu),
+                    reduce_l2_costs(characterizer.gpu))
             prof = profiles_by_shape.get((shape, c_key))
             if prof is None:         # classes of one shape share their profiles
                 prof = profiles_by_shape[shape, c_key] = tuple(
@@ -139,11 +142,12 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
     """How long until the last of a first wave's first segments, all queued at once, has
     its data: the group's mean first-segment bytes at the shared bandwidths."""
     n_cls = len(info.programs)
-    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu)) for p in info.programs]
+    first = [segment_bytes(p, miss, dram_scale * dram_write_cost(gpu), reduce_l2_costs(gpu))
+             for p in info.programs]
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls
     return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
-                       mean_dram / gpu.dram_bandwidth_bytes_per_s)
+                       mean_dram / dram_read_rate(gpu))
 
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
@@ -193,7 +197,7 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
 
         n = kernel.num_ctas if limits is None else limits[ki]
         machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
-                               gpu.dram_bandwidth_bytes_per_s, gpu.dram_latency_s)
+                               dram_read_rate(gpu), gpu.dram_latency_s)
         run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
                          kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas)
         kernel_rows = KernelRows(rows, kmarks, run.repeats)
@@ -363,7 +367,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                 "l2_simulated_ctas": list(plan.limits)}
     figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
                                               capacity / plan.ratio, n_k, gpu.dram_latency_s,
-                                              protocol, gpu.dram_bandwidth_bytes_per_s))
+                                              protocol, dram_read_rate(gpu)))
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
     del sampler
     counted, timed = figures[l2_protocol], figures[time_protocol]

@@ -117,8 +117,11 @@ class ExactMemory:
     the L2↔SM bandwidth server and, on a miss or dirty eviction, the DRAM server."""
 
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
-                 l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None):
+                 l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None,
+                 dram_write_cost: float = 1.0):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        # machine.dram_write_cost: DRAM-server bytes (at the read rate) per written byte
+        self.dram_write_cost = dram_write_cost
         # machine.reduce_l2_costs: port bytes per reduced byte, by Store.reduce_layout
         self.reduce_cost = reduce_cost or {}
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
@@ -170,7 +173,8 @@ class ExactMemory:
     def _writeback(self, nbytes: int, now_s: float) -> None:
         if nbytes:
             self._count("dram_write_bytes", nbytes)
-            self.dram_server.reserve(now_s, nbytes)   # fire and forget: nobody waits on it
+            # fire and forget: nobody waits on it
+            self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
 
     def flush(self) -> None:
         """End of schedule: dirty lines still in L2 reach DRAM (bytes only, no time)."""

@@ -1,6 +1,7 @@
 """Turn per-kernel spans, byte counts and the timeline into a SimResult (both modes)."""
 from __future__ import annotations
 
+from ..machine import dram_busy_s
 from .result import RESOURCES, KernelResult, SimResult, bound_of
 
 
@@ -17,8 +18,7 @@ def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,
     busy = unit_busy_s(totals, rates)
     if tensor_busy_s is not None:      # the tensor server's time, operand reads included
         busy["tensor"] = tensor_busy_s
-    dram_bytes = mem["dram_read_bytes"] + mem["dram_write_bytes"]
-    busy["dram"] = dram_bytes / gpu.dram_bandwidth_bytes_per_s
+    busy["dram"] = dram_busy_s(gpu, mem["dram_read_bytes"], mem["dram_write_bytes"])
     busy["l2"] = (totals.bytes_loaded + totals.bytes_stored) / gpu.l2_bandwidth_bytes_per_s
     span = end_s - start_s
     util = {r: (busy[r] / (span * (1 if r in ("dram", "l2") else gpu.sm_count)) if span > 0 else 0.0)
@@ -64,7 +64,7 @@ def with_bytes_of(timed: SimResult, counted: SimResult, gpu) -> SimResult:
     the same schedule under another L2 protocol (exact mode's time_protocol)."""
     for k, c in zip(timed.kernels, counted.kernels):
         k.dram_read_bytes, k.dram_write_bytes = c.dram_read_bytes, c.dram_write_bytes
-        k.busy_s["dram"] = (k.dram_read_bytes + k.dram_write_bytes) / gpu.dram_bandwidth_bytes_per_s
+        k.busy_s["dram"] = dram_busy_s(gpu, k.dram_read_bytes, k.dram_write_bytes)
         span = k.time_s
         k.utilization["dram"] = k.busy_s["dram"] / span if span > 0 else 0.0
         k.bound_by = bound_of(k.utilization)
