@@ -38,6 +38,8 @@ from .pipeline import issue_lead
 
 TILES_PER_SAMPLED_CACHE = 32
 LOAD, STORE, REDUCE = 0, 1, 2
+BODY, TAIL, WARMUP = 0, 1, 2     # Stream.cohort: the kernel's CTAs before its last partial
+                                 # wave, that wave, CTAs replayed only to fill the LRU
 
 
 class _Salt(dict):
@@ -69,7 +71,7 @@ class Stream:
 
     kernel: int
     tensor: str
-    cohort: int      # 1: the kernel's last partial wave
+    cohort: int      # BODY, TAIL (the kernel's last partial wave) or WARMUP
 
 
 def _op_code(op) -> int:
@@ -273,6 +275,16 @@ class AccessSampler:
                 env.pop(var, None)
 
 
+def lru_insert_load(lru: TileLru, key, nbytes: int, t: float, fetch_s: dict,
+                    dram_bandwidth_bytes_per_s: float, dram_latency_s: float, counts) -> None:
+    """A load miss outside the counted window: the line is allocated as for a counted one,
+    and the dirty lines it evicts are still written back (stores are counted whole)."""
+    fetch = fetch_s.get(nbytes)
+    if fetch is None:
+        fetch = fetch_s[nbytes] = nbytes / dram_bandwidth_bytes_per_s + dram_latency_s
+    counts.writeback_bytes += lru.insert(key, nbytes, False, t + fetch)
+
+
 @dataclass
 class LoadCounts:
     """Sampled loads of one tensor: bytes, loads, bytes that missed, and the DRAM wait summed
@@ -298,7 +310,8 @@ class KernelCounts:
     store_bytes: int = 0
     writeback_bytes: int = 0
     reduce_read_bytes: int = 0
-    loads: dict = field(default_factory=dict)       # tensor → LoadCounts, every CTA
+    loads: dict = field(default_factory=dict)       # tensor → LoadCounts, CTAs before the
+                                                    # last partial wave
     tail_loads: dict = field(default_factory=dict)  # tensor → LoadCounts, last partial wave
     l2_queue_position: float = 0.0   # a load's expected place in the burst its line releases
 
@@ -311,11 +324,18 @@ class ReplayResult:
 
 def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
            dram_latency_s: float, protocol: str = "warm",
-           dram_bandwidth_bytes_per_s: float = float("inf")) -> ReplayResult:
+           dram_bandwidth_bytes_per_s: float = float("inf"),
+           windows: list | None = None) -> ReplayResult:
     """Run sampled accesses through the tile LRU (memory.TileLru) in time order. Under "ncu"
-    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody."""
+    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody.
+    windows[k][cohort] = (from_s, until_s): kernel k's loads of that cohort are counted in
+    that window of time; outside it they still go through the LRU (fast._l2_sample). Stores
+    are counted whole. Default: every load of cohorts 0 and 1 counts."""
     accesses.sort(key=itemgetter(0))    # stable: ties in sampling order
     kernel_of = [s.kernel for s in streams]
+    inf = float("inf")
+    window = [(windows[s.kernel].get(s.cohort, (inf, inf)) if windows else
+               ((-inf, inf) if s.cohort in (BODY, TAIL) else (inf, inf))) for s in streams]
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
         accesses.sort(key=lambda a: kernel_of[a[4]])   # stable: time order inside each
@@ -331,6 +351,11 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
             lru.clear()
             current = ki
         entry = lru.lookup(key)
+        if code == LOAD and not window[sid][0] <= t < window[sid][1]:   # the LRU only
+            if entry is None:
+                lru_insert_load(lru, key, nbytes, t, fetch_s, dram_bandwidth_bytes_per_s,
+                                dram_latency_s, per[ki])
+            continue
         if code == LOAD:
             acc = counts[sid]
             acc.bytes += nbytes
@@ -364,13 +389,12 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
     for sid in sorted(range(len(streams)),
                       key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
         s, c = streams[sid], counts[sid]
-        if not c.loads:
+        if not c.loads or s.cohort not in (BODY, TAIL):
             continue
-        for part in ((per[s.kernel].loads, per[s.kernel].tail_loads) if s.cohort
-                     else (per[s.kernel].loads,)):
-            part.setdefault(s.tensor, LoadCounts()).add(c)
+        part = per[s.kernel].loads if s.cohort == BODY else per[s.kernel].tail_loads
+        part.setdefault(s.tensor, LoadCounts()).add(c)
     for k, g in zip(per, groups):
-        n = sum(c.loads for c in k.loads.values())
+        n = sum(c.loads for c in (*k.loads.values(), *k.tail_loads.values()))
         # CTAs released together by one line's arrival issue their next loads together: a
         # load's expected place in that burst, in loads of the same CTA's size ahead of it
         k.l2_queue_position = sum(x * (x - 1) / 2 for (x,) in g) / n if n else 0.0
