@@ -104,22 +104,30 @@ class KernelRows:
         return self._by_residue
 
 
-def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float):
-    """ClassCosts of every class under every cohort's L2 figures (cohort-major)."""
+def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float,
+                 fill: StoreFill | None = None):
+    """ClassCosts of every class under every cohort's L2 figures (cohort-major); with a
+    store fill, also the DRAM bytes of each segment while the L2 fills."""
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
+    reduce_cost = reduce_l2_cost(characterizer.gpu)
     for ci, (c_miss, c_key) in enumerate(cohorts):
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
-                ab = bytes_by_shape[shape, ci] = segment_bytes(p, c_miss, dram_scale,
-                                                                reduce_l2_cost(characterizer.gpu))
+                ab = segment_bytes(p, c_miss, dram_scale, reduce_cost)
+                if fill is not None:
+                    ab = (*ab, segment_bytes(p, c_miss, fill.dram_per_stored_byte,
+                                             reduce_cost)[1],
+                          tuple(program_totals(seg).bytes_stored for seg in split_segments(p)))
+                bytes_by_shape[shape, ci] = ab
             prof = profiles_by_shape.get((shape, c_key))
             if prof is None:         # classes of one shape share their profiles
                 prof = profiles_by_shape[shape, c_key] = tuple(
                     tuple(characterizer.segment_profiles(p, k, c_key, span_s))
                     for k in range(1, info.occ + 1))
             costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
-                                    bool(p) and p[0].kind != "loop"))
+                                    bool(p) and p[0].kind != "loop",
+                                    *((tuple(ab[3]), ab[4]) if fill is not None else ())))
     return costs
 
 
@@ -143,7 +151,7 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
-                  tail_miss=None, l2_queue=None):
+                  tail_miss=None, l2_queue=None, store_fill=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
     the CTAs launched after them)."""
@@ -166,8 +174,10 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         # (miss figures, profile memo key: the figures and the L2 queue factor)
         cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
-        span = _burst_span(info, miss[ki], dram_scale[ki], gpu, group)
-        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span)
+        fill = store_fill[ki] if store_fill is not None else None
+        span = _burst_span(info, miss[ki], dram_scale[ki] if fill is None
+                           else fill.dram_per_stored_byte, gpu, group)
+        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill)
         n_cls = len(info.programs)
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
             kernel.class_of, n_cls, tail_start)
@@ -190,7 +200,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
                                gpu.dram_bandwidth_bytes_per_s, gpu.dram_latency_s)
         run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
-                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas)
+                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas,
+                         fill.stored_bytes if fill is not None else None)
         kernel_rows = KernelRows(rows, kmarks, run.repeats)
         timeline.add_kernel(rows, run.repeats)
         spans.append((t, run.end_s, occ))
@@ -325,12 +336,14 @@ class KernelMemory:
 class L2Figures:
     """The replay, scaled to every access of every kernel (per kernel): miss figures
     tensor → (miss ratio, DRAM wait per load) for all CTAs and for the last partial wave
-    (None where none was sampled), DRAM bytes per stored byte, memory counters, the L2 queue
-    position; and the final flush bytes."""
+    (None where none was sampled), DRAM bytes per stored byte once the L2 writes dirty lines
+    back, the fill before that (StoreFill or None), memory counters, the L2 queue position;
+    and the final flush bytes."""
 
     miss: list
     tail_miss: list
     dram_store_ratio: list
+    store_fill: list
     memory: list
     l2_queue: list
     flush_bytes: float
@@ -355,11 +368,36 @@ def _tail_load_bytes(kernel, info: KernelInfo, tail_start) -> dict:
     return out
 
 
-def _scale(infos, result, tail_bytes: list) -> L2Figures:
+@dataclass(frozen=True)
+class StoreFill:
+    """A kernel's first stores, before the L2 writes back its first dirty line: they fill the
+    L2 and cost DRAM only what their atomic reductions read (dram_per_stored_byte), until
+    `stored_bytes` have been stored."""
+
+    stored_bytes: float
+    dram_per_stored_byte: float
+
+
+def _store_figures(k, ratio: int) -> tuple:
+    """(DRAM bytes per stored byte after the fill, StoreFill or None) of sampled counts. The
+    fill's stored bytes scale by the set-sampling ratio alone: the sampled cache is C / R, and
+    the fill happens at the kernel's start however many CTAs follow."""
+    if not k.store_bytes:
+        return 0.0, None
+    whole = (k.writeback_bytes + k.reduce_read_bytes) / k.store_bytes
+    filled = k.fill_store_bytes
+    if not filled or filled >= k.store_bytes:    # no write-back, or one from the start
+        return whole, None
+    after = ((k.writeback_bytes + k.reduce_read_bytes - k.fill_reduce_read_bytes)
+             / (k.store_bytes - filled))
+    return after, StoreFill(filled * ratio, k.fill_reduce_read_bytes / filled)
+
+
+def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
     """Scale the sampled L2 counts to every access of every kernel: the CTAs before the last
     partial wave by the figures of their sampled loads, that wave's CTAs by its own
     (tail_bytes[k]: tensor → its load bytes)."""
-    miss, tail_miss, store_ratio, mems = [], [], [], []
+    miss, tail_miss, store_ratio, fills, mems = [], [], [], [], []
     total_store = sum(i.totals.bytes_stored for i in infos)
     sampled_store = sum(k.store_bytes for k in result.kernels)
     for info, k, tail_b in zip(infos, result.kernels, tail_bytes):
@@ -374,8 +412,9 @@ def _scale(infos, result, tail_bytes: list) -> L2Figures:
                          for t, b in tot.load_bytes.items())
         miss.append(m)
         tail_miss.append(tm)
-        store_ratio.append((k.writeback_bytes + k.reduce_read_bytes) / k.store_bytes
-                           if k.store_bytes else 0.0)
+        after, fill = _store_figures(k, ratio)
+        store_ratio.append(after)
+        fills.append(fill)
         mems.append(KernelMemory(miss_bytes + k.reduce_read_bytes * store_scale,
                                  k.writeback_bytes * store_scale, miss_bytes,
                                  tot.bytes_loaded - miss_bytes))
@@ -383,7 +422,7 @@ def _scale(infos, result, tail_bytes: list) -> L2Figures:
                    else 0.0)
     if mems:
         mems[-1].dram_write_bytes += flush_bytes
-    return L2Figures(miss, tail_miss, store_ratio, mems,
+    return L2Figures(miss, tail_miss, store_ratio, fills, mems,
                      [k.l2_queue_position for k in result.kernels], flush_bytes)
 
 
@@ -431,7 +470,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
                                               capacity / plan.ratio, n_k, gpu.dram_latency_s,
                                               protocol, gpu.dram_bandwidth_bytes_per_s,
-                                              windows), tail_bytes)
+                                              windows), tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
     del sampler
     counted, timed = figures[l2_protocol], figures[time_protocol]
@@ -441,7 +480,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
-                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue)
+                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue,
+                                       store_fill=timed.store_fill)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,

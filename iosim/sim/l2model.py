@@ -282,7 +282,7 @@ def lru_insert_load(lru: TileLru, key, nbytes: int, t: float, fetch_s: dict,
     fetch = fetch_s.get(nbytes)
     if fetch is None:
         fetch = fetch_s[nbytes] = nbytes / dram_bandwidth_bytes_per_s + dram_latency_s
-    counts.writeback_bytes += lru.insert(key, nbytes, False, t + fetch)
+    counts.note_writeback(lru.insert(key, nbytes, False, t + fetch))
 
 
 @dataclass
@@ -310,6 +310,17 @@ class KernelCounts:
     store_bytes: int = 0
     writeback_bytes: int = 0
     reduce_read_bytes: int = 0
+    # the fill: stores and reduce reads until the kernel's first write-back (None: none seen)
+    fill_store_bytes: int | None = None
+    fill_reduce_read_bytes: int = 0
+
+    def note_writeback(self, nbytes: int) -> None:
+        """Count write-back bytes; the first one ends the kernel's fill."""
+        if nbytes:
+            self.writeback_bytes += nbytes
+            if self.fill_store_bytes is None:
+                self.fill_store_bytes = self.store_bytes
+                self.fill_reduce_read_bytes = self.reduce_read_bytes
     loads: dict = field(default_factory=dict)       # tensor → LoadCounts, CTAs before the
                                                     # last partial wave
     tail_loads: dict = field(default_factory=dict)  # tensor → LoadCounts, last partial wave
@@ -375,7 +386,7 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
             acc.wait += 1.0
             group = [1]
             groups[ki].append(group)
-            per[ki].writeback_bytes += lru.insert(key, nbytes, False, t + fetch, group)
+            per[ki].note_writeback(lru.insert(key, nbytes, False, t + fetch, group))
         else:
             k = per[ki]
             k.store_bytes += nbytes
@@ -385,7 +396,7 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
                 continue
             if code == REDUCE:
                 k.reduce_read_bytes += nbytes
-            k.writeback_bytes += lru.insert(key, nbytes, True, t)
+            k.note_writeback(lru.insert(key, nbytes, True, t))
     for sid in sorted(range(len(streams)),
                       key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
         s, c = streams[sid], counts[sid]
