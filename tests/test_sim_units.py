@@ -124,3 +124,26 @@ def test_fast_mode_dram_bytes_never_rise_when_the_l2_grows():
         r = simulate(schedule, g, l2_sample_budget=20_000)
         dram.append(r.dram_read_bytes + r.dram_write_bytes)
     assert all(b <= a for a, b in zip(dram, dram[1:])), dram
+
+
+def test_store_fill_is_the_stored_bytes_before_the_first_write_back_times_the_ratio():
+    """A replay that stored 40 sampled bytes before its first write-back, then 60 more with
+    60 written back: fill 40 x R, 1 DRAM byte per stored byte after it (0 during it)."""
+    from iosim.sim.fast import _store_figures
+    from iosim.sim.l2model import KernelCounts
+    k = KernelCounts(store_bytes=100, writeback_bytes=60, fill_store_bytes=40)
+    after, fill = _store_figures(k, 8)
+    assert after == pytest.approx(1.0)
+    assert (fill.stored_bytes, fill.dram_per_stored_byte) == (320, 0.0)
+    # a write-back at the kernel's first store (an L2 full of dirty lines): no fill
+    assert _store_figures(KernelCounts(store_bytes=100, writeback_bytes=60,
+                                       fill_store_bytes=0), 8) == (pytest.approx(0.6), None)
+
+
+def test_the_replay_records_the_stores_before_the_first_dirty_eviction():
+    """A 20-byte LRU: two 10-byte stores fill it, the third evicts the first dirty line."""
+    from iosim.sim.l2model import Stream, replay
+    streams = [Stream(0, "O", 0)]
+    accesses = [(float(i), ("O", i), 10, 1, 0) for i in range(3)]
+    k = replay(accesses, streams, 20, 1, 1e-9, "warm", 1e12).kernels[0]
+    assert (k.store_bytes, k.writeback_bytes, k.fill_store_bytes) == (30, 10, 20)

@@ -28,6 +28,11 @@ skips the periods up to the kernel's last few and records them as a `Repeat` of 
 period emitted. So the cost is O(CTAs of the transients), not O(CTAs): the periods are found,
 not assumed; a kernel that never settles is walked CTA by CTA.
 
+Store fill: a kernel's first stores fill the L2 before any dirty line is written back; until
+its CTAs have stored `fill_bytes` (fast.StoreFill) the segments' DRAM demand is
+ClassCosts.dram_bytes_fill, then dram_bytes (with write-backs). No steady state is sought
+before the fill has ended.
+
 Events are segment completions (a heap keyed by virtual finish time) and dispatches
 (dispatch.py).
 """

@@ -15,15 +15,17 @@ Sampling, so that the cost does not grow with N²:
     C_eff / (32 × largest tile) so that the sampled cache still holds dozens of tiles.
     R = 1 (every access) whenever the problem is small enough.
   - CTA sampling: if R at its cap still gives too many accesses, only the first CTAs of each
-    kernel in launch order are replayed (all kernels keep the same fraction) and each
-    kernel's miss ratio per tensor is applied to all of its loads. Repeated waves make the
-    prefix representative.
-Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio;
-write-backs and the final flush are scaled by stored bytes ÷ sampled stored bytes.
+    kernel in launch order are replayed (all kernels keep the same fraction), and the last
+    partial wave after two full waves; loads count only inside their cohort's window of time
+    (fast.SamplingPlan, fast._l2_sample), where the LRU has seen what the full trace would.
+Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio (the
+last partial wave's loads by its own); write-backs and the final flush are scaled by stored
+bytes ÷ sampled stored bytes. The stored bytes until a kernel's first write-back are its
+store fill (fast.StoreFill).
 
 An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
 (atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
-counts for (cohort 1: the kernel's last partial wave). Accesses are replayed in time order,
+counts for (cohort: BODY, TAIL or WARMUP). Accesses are replayed in time order,
 ties in the order they were sampled.
 """
 from __future__ import annotations
@@ -314,12 +316,13 @@ class KernelCounts:
     fill_store_bytes: int | None = None
     fill_reduce_read_bytes: int = 0
 
-    def note_writeback(self, nbytes: int) -> None:
-        """Count write-back bytes; the first one ends the kernel's fill."""
+    def note_writeback(self, nbytes: int, storing: int = 0) -> None:
+        """Count write-back bytes; the first one ends the kernel's fill (`storing`: bytes of
+        the store that evicted, counted already, not absorbed)."""
         if nbytes:
             self.writeback_bytes += nbytes
             if self.fill_store_bytes is None:
-                self.fill_store_bytes = self.store_bytes
+                self.fill_store_bytes = self.store_bytes - storing
                 self.fill_reduce_read_bytes = self.reduce_read_bytes
     loads: dict = field(default_factory=dict)       # tensor → LoadCounts, CTAs before the
                                                     # last partial wave
@@ -396,7 +399,7 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
                 continue
             if code == REDUCE:
                 k.reduce_read_bytes += nbytes
-            k.note_writeback(lru.insert(key, nbytes, True, t))
+            k.note_writeback(lru.insert(key, nbytes, True, t), nbytes)
     for sid in sorted(range(len(streams)),
                       key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
         s, c = streams[sid], counts[sid]
