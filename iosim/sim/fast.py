@@ -251,7 +251,7 @@ class SamplingPlan:
             return
         slots = [info.occ * gpu.sm_count for info in infos]
         waves = [min(k.num_ctas, MIN_PREFIX_WAVES * w) for k, w in zip(kernels, slots)]
-        tails = [_suffix_start(k.num_ctas, w, w) for k, w in zip(kernels, slots)]
+        tails = [_suffix_start(k.num_ctas, w) for k, w in zip(kernels, slots)]
         suffix_ctas = [k.num_ctas - max(t, w) if t is not None else 0
                        for k, t, w in zip(kernels, tails, waves)]
         least = sum((w + x) * a for w, x, a in zip(waves, suffix_ctas, per_cta))
@@ -281,11 +281,11 @@ class SamplingPlan:
         return cta < self.limits[ki]
 
 
-def _suffix_start(num_ctas: int, slots: int, wave: int):
-    """First CTA of the replayed tail part (TAIL_WARMUP_WAVES full waves, then the last
-    partial wave), or None when the kernel has no partial last wave."""
+def _suffix_start(num_ctas: int, slots: int):
+    """First CTA of the replayed tail part (TAIL_WARMUP_WAVES full waves of `slots` CTAs,
+    then the last partial wave), or None when the kernel has no partial last wave."""
     tail = tail_wave_start(num_ctas, slots)
-    return None if tail is None else max(0, tail - TAIL_WARMUP_WAVES * wave)
+    return None if tail is None else max(0, tail - TAIL_WARMUP_WAVES * slots)
 
 
 def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
