@@ -9,7 +9,8 @@ results are slow (minutes per point), so they are kept in a JSON cache keyed by 
     python benchmarks/sim_l2_sizes.py [--cache benchmarks/results/sim_l2_sizes_exact.json]
                                       [--only-exact] [--only-fast]
 
-Output committed in benchmarks/results/sim_l2_sizes.txt.
+Output committed in benchmarks/results/sim_l2_sizes.txt (`--only-fast` after the exact cache
+benchmarks/results/sim_l2_sizes_exact.json was filled by `--only-exact`).
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     print("# iosim: fast (default) vs exact DRAM bytes (read + write, final flush included), "
           "fa2 fwd B1 H32 d128 fp16, h100 with l2_capacity_bytes changed")
     print(f"{'N':>6s} {'L2_MiB':>6s} {'exact_GB':>9s} {'fast_GB':>9s} {'err':>8s} "
-          f"{'fast_wall_s':>11s} {'R':>4s} {'replayed_ctas':>13s}")
+          f"{'fast_cpu_s':>11s} {'R':>4s} {'replayed_ctas':>13s}")
     prev = {}
     rows = []
     for seq, mib in POINTS:
@@ -80,7 +81,8 @@ def main(argv=None) -> int:
               f"{fast.model.get('l2_set_sampling_ratio', 1):4d} "
               f"{str(fast.model.get('l2_simulated_ctas', '')):>13s}{mono}", flush=True)
     if rows:
-        print(f"# max |err| {max(abs(e) for e in rows):.2%}")
+        print(f"# max |err| {max(abs(e) for e in rows):.2%}; exact mode from {args.cache} "
+              f"(cpu_s there: {sum(v.get('cpu_s', 0) for v in cache.values()):.0f} s in all)")
     return 0
 
 
