@@ -61,3 +61,18 @@ def test_skipping_the_steady_state_gives_what_walking_every_cta_gives():
     for col in ("start_s", "end_s", "memory_stall_s"):
         assert a[col].to_numpy() == pytest.approx(b[col].to_numpy(), rel=1e-9, abs=1e-18)
         assert fast_tl.column_sum(col) == pytest.approx(slow_tl.column_sum(col), rel=1e-9)
+
+
+def test_stores_cost_dram_only_after_they_have_filled_the_l2():
+    """One slot, DRAM at 1 B/s; each CTA runs 1 s, stores 1 B and, once write-backs begin,
+    moves 2 B of DRAM (a demand of 2 B/s: it takes 2 s). The first CTA's store fills the
+    L2 (fill_bytes = 1): it runs in 1 s, the second in 2 s; without a fill both take 2 s."""
+    costs = [ClassCosts((((1.0, 0.0, 0.0, 0.0, 0.0),),), (0.0,), (2.0,), (0.0,), False,
+                        (0.0,), (1.0,))]
+    machine = FluidMachine(1, 1, 1e12, 1.0, 0.0)
+
+    def end(fill):
+        return run_kernel(2, lambda c: 0, costs, machine, 0.0, lambda *a: None, False, None,
+                          0, 2, fill).end_s
+    assert end(1.0) == pytest.approx(3.0)
+    assert end(None) == pytest.approx(4.0)

@@ -60,9 +60,25 @@ def test_l2_replay_keeps_the_last_partial_waves_figures_apart():
     streams = [Stream(0, "Q", 0), Stream(0, "Q", 1)]
     accesses = [(0.0, ("Q", 0), 10, 0, 0), (1.0, ("Q", 0), 10, 0, 1), (2.0, ("Q", 1), 10, 0, 1)]
     k = replay(accesses, streams, 1e6, 1, 1e-9, "warm", 1e12).kernels[0]
-    assert k.loads["Q"].bytes == 30 and k.loads["Q"].miss_bytes == 20
+    assert k.loads["Q"].bytes == 10 and k.loads["Q"].miss_bytes == 10
     tail = k.tail_loads["Q"]
     assert tail.bytes == 20 and tail.miss_bytes == 10 and tail.loads == 2
+
+
+def test_l2_replay_counts_loads_only_inside_their_cohorts_window():
+    """Loads outside the window still fill the LRU (the later load hits) but are not
+    counted; warm-up loads (cohort 2) are never counted."""
+    from iosim.sim.l2model import Stream, replay
+    streams = [Stream(0, "K", 0), Stream(0, "K", 1), Stream(0, "K", 2)]
+    accesses = [(0.0, ("K", 0), 10, 0, 2),      # warm-up: fills, not counted
+                (1.0, ("K", 0), 10, 0, 1),      # tail, before its window: not counted
+                (2.0, ("K", 1), 10, 0, 0),      # body, inside: a miss
+                (3.0, ("K", 0), 10, 0, 1),      # tail, inside: a hit on the warm-up's line
+                (4.0, ("K", 2), 10, 0, 0)]      # body, after its window: not counted
+    windows = [{0: (float("-inf"), 3.5), 1: (2.5, float("inf"))}]
+    k = replay(accesses, streams, 1e6, 1, 1e-9, "warm", 1e12, windows).kernels[0]
+    assert (k.loads["K"].bytes, k.loads["K"].miss_bytes) == (10, 10)
+    assert (k.tail_loads["K"].bytes, k.tail_loads["K"].miss_bytes) == (10, 0)
 
 
 def test_expected_memory_charges_in_flight_hits_the_rest_of_a_tile_fetch():
@@ -79,8 +95,9 @@ def test_expected_memory_charges_in_flight_hits_the_rest_of_a_tile_fetch():
 
 def test_a_sampled_prefix_covers_eight_waves_at_a_ratio_the_l2_size_does_not_change():
     """FA-2, N = 65,536, 32 heads on H100 (2 CTAs per SM: 264 per wave): too many accesses
-    for the budget, so a prefix of 8 waves = 2,112 CTAs (plus the budget's fraction), at the
-    ratio that brings its accesses within the budget, whatever the L2 size above 8 MiB."""
+    for the budget, so a prefix of 8 waves = 2,112 CTAs (plus the budget's fraction) and the
+    tail part, at the ratio that brings their accesses within the budget, whatever the L2
+    size above 8 MiB."""
     from iosim.sim.fast import KernelInfo, SamplingPlan
     schedule = build_schedule(AttentionProblem(seq_q=65536), "h100", "fa2")
     gpu = load_gpu("h100")
@@ -91,7 +108,9 @@ def test_a_sampled_prefix_covers_eight_waves_at_a_ratio_the_l2_size_does_not_cha
     assert {tuple(p.limits) for p in plans} == {tuple(plans[0].limits)}
     assert plans[0].limits[0] >= 8 * 264
     per_cta = (infos[0].totals.loads + infos[0].totals.stores) / 16384
-    assert plans[0].ratio == -(-int(8 * 264 * per_cta) // 50_000)
+    # and the last partial wave (from 62 x 264 = 16,368) after two uncounted full waves
+    assert plans[0].suffix == [16368 - 2 * 264]
+    assert plans[0].ratio == -(-int((8 * 264 + 16384 - 15840) * per_cta) // 50_000)
 
 
 def test_fast_mode_dram_bytes_never_rise_when_the_l2_grows():
@@ -105,3 +124,26 @@ def test_fast_mode_dram_bytes_never_rise_when_the_l2_grows():
         r = simulate(schedule, g, l2_sample_budget=20_000)
         dram.append(r.dram_read_bytes + r.dram_write_bytes)
     assert all(b <= a for a, b in zip(dram, dram[1:])), dram
+
+
+def test_store_fill_is_the_stored_bytes_before_the_first_write_back_times_the_ratio():
+    """A replay that stored 40 sampled bytes before its first write-back, then 60 more with
+    60 written back: fill 40 x R, 1 DRAM byte per stored byte after it (0 during it)."""
+    from iosim.sim.fast import _store_figures
+    from iosim.sim.l2model import KernelCounts
+    k = KernelCounts(store_bytes=100, writeback_bytes=60, fill_store_bytes=40)
+    after, fill = _store_figures(k, 8)
+    assert after == pytest.approx(1.0)
+    assert (fill.stored_bytes, fill.dram_per_stored_byte) == (320, 0.0)
+    # a write-back at the kernel's first store (an L2 full of dirty lines): no fill
+    assert _store_figures(KernelCounts(store_bytes=100, writeback_bytes=60,
+                                       fill_store_bytes=0), 8) == (pytest.approx(0.6), None)
+
+
+def test_the_replay_records_the_stores_before_the_first_dirty_eviction():
+    """A 20-byte LRU: two 10-byte stores fill it, the third evicts the first dirty line."""
+    from iosim.sim.l2model import Stream, replay
+    streams = [Stream(0, "O", 0)]
+    accesses = [(float(i), ("O", i), 10, 1, 0) for i in range(3)]
+    k = replay(accesses, streams, 20, 1, 1e-9, "warm", 1e12).kernels[0]
+    assert (k.store_bytes, k.writeback_bytes, k.fill_store_bytes) == (30, 10, 20)

@@ -20,7 +20,7 @@ from ..machine import SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs,
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
-from .l2model import TILES_PER_SAMPLED_CACHE, AccessSampler, replay
+from .l2model import BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 
@@ -111,23 +111,32 @@ class KernelRows:
         return self._by_residue
 
 
-def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float):
-    """ClassCosts of every class under every cohort's L2 figures (cohort-major)."""
+def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float,
+                 fill: StoreFill | None = None):
+    """ClassCosts of every class under every cohort's L2 figures (cohort-major); with a
+    store fill, also the DRAM bytes of each segment while the L2 fills."""
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
+    reduce_cost = reduce_l2_costs(characterizer.gpu)
     for ci, (c_miss, c_key) in enumerate(cohorts):
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
-                ab = bytes_by_shape[shape, ci] = segment_bytes(
-                    p, c_miss, dram_scale * dram_write_cost(characterizer.gpu),
-                    reduce_l2_costs(characterizer.gpu))
+                wc = dram_write_cost(characterizer.gpu)   # DRAM time of a written byte
+                ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost)
+                if fill is not None:
+                    # while the L2 fills, stores cost DRAM only their reductions' reads
+                    ab = (*ab, segment_bytes(p, c_miss, fill.dram_per_stored_byte,
+                                             reduce_cost)[1],
+                          tuple(program_totals(seg).bytes_stored for seg in split_segments(p)))
+                bytes_by_shape[shape, ci] = ab
             prof = profiles_by_shape.get((shape, c_key))
             if prof is None:         # classes of one shape share their profiles
                 prof = profiles_by_shape[shape, c_key] = tuple(
                     tuple(characterizer.segment_profiles(p, k, c_key, span_s))
                     for k in range(1, info.occ + 1))
             costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
-                                    bool(p) and p[0].kind != "loop"))
+                                    bool(p) and p[0].kind != "loop",
+                                    *((tuple(ab[3]), ab[4]) if fill is not None else ())))
     return costs
 
 
@@ -140,10 +149,10 @@ def _with_tail_classes(class_of, n_classes: int, tail_start: int):
 
 def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int) -> float:
     """How long until the last of a first wave's first segments, all queued at once, has
-    its data: the group's mean first-segment bytes at the shared bandwidths."""
+    its data: the group's mean first-segment bytes at the shared bandwidths. dram_scale:
+    DRAM-server bytes per stored byte (segment_bytes' dram_store_ratio)."""
     n_cls = len(info.programs)
-    first = [segment_bytes(p, miss, dram_scale * dram_write_cost(gpu), reduce_l2_costs(gpu))
-             for p in info.programs]
+    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu)) for p in info.programs]
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls
     return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
@@ -152,7 +161,7 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
-                  tail_miss=None, l2_queue=None):
+                  tail_miss=None, l2_queue=None, store_fill=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
     the CTAs launched after them)."""
@@ -175,8 +184,10 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         # (miss figures, profile memo key: the figures and the L2 queue factor)
         cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
-        span = _burst_span(info, miss[ki], dram_scale[ki], gpu, group)
-        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span)
+        fill = store_fill[ki] if store_fill is not None else None
+        span = _burst_span(info, miss[ki], dram_scale[ki] * dram_write_cost(gpu) if fill is None
+                           else fill.dram_per_stored_byte, gpu, group)
+        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill)
         n_cls = len(info.programs)
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
             kernel.class_of, n_cls, tail_start)
@@ -199,7 +210,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
                                dram_read_rate(gpu), gpu.dram_latency_s)
         run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
-                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas)
+                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas,
+                         fill.stored_bytes if fill is not None else None)
         kernel_rows = KernelRows(rows, kmarks, run.repeats)
         timeline.add_kernel(rows, run.repeats)
         spans.append((t, run.end_s, occ))
@@ -210,20 +222,26 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
 
 MIN_PREFIX_WAVES = 8        # a sampled prefix covers at least this many waves of a kernel
 MIN_TILES_PER_SAMPLED_CACHE = 2
+TAIL_WARMUP_WAVES = 2       # full waves replayed, uncounted, before a kernel's last partial wave
 
 
 class SamplingPlan:
-    """Set-sampling ratio and, per kernel, how many CTAs (in launch order) the L2 replays.
+    """Set-sampling ratio and, per kernel, which CTAs (in launch order) the L2 replays.
 
     Every CTA when the budget allows it at a ratio R ≤ C_eff / (32 × largest tile) (the
     sampled cache then holds dozens of tiles). Otherwise a prefix of each kernel, the same
     fraction of each, but at least MIN_PREFIX_WAVES waves: a kernel's first waves are a
     transient (its first wave's CTAs start together and share their tiles in lockstep; later
-    waves are staggered and re-read them), and a prefix that ends inside it gave miss ratios
-    of the transient, not of the kernel (FA-2, N = 65,536, H100: DRAM 3.2 to 4.3 GB as the
-    L2 size moved the prefix's end; 4.24 GB replaying every CTA). To afford the waves, R may
-    rise until the sampled cache holds MIN_TILES_PER_SAMPLED_CACHE tiles; beyond that, the
-    budget is exceeded rather than the prefix shortened."""
+    waves are staggered and re-read them). To afford the waves, R may rise until the sampled
+    cache holds MIN_TILES_PER_SAMPLED_CACHE tiles; beyond that, the budget is exceeded rather
+    than the prefix shortened. The prefix's loads are counted only before its first CTA that
+    is not replayed starts (fast._l2_sample). A kernel with a last partial wave also replays
+    it, after TAIL_WARMUP_WAVES full waves that fill the LRU as the full trace would and are
+    not counted: that wave's CTAs share each tile with fewer others and miss more (FA-2,
+    N = 16,384, H100, 4 MiB: 3.1% of its load bytes against 1.5% in every full wave), which
+    no prefix shows. With R and the CTAs set by the budget alone, the sampled trace is the
+    same at every L2 size above the small sizes where the 2-tile floor binds, so DRAM bytes do
+    not rise with capacity (an LRU's stack property)."""
 
     def __init__(self, schedule, gpu, infos, capacity_bytes: float, budget: int):
         kernels = schedule.kernels
@@ -237,14 +255,19 @@ class SamplingPlan:
             return max(1, int(capacity_bytes // (tiles * max(1, largest))))
         self.ratio = min(cap(TILES_PER_SAMPLED_CACHE), max(1, ceil(accesses / budget)))
         ctas = sum(k.num_ctas for k in kernels)
+        self.suffix = [None] * len(kernels)     # first CTA of the replayed tail part
         if accesses <= budget * self.ratio and ctas <= budget:
             self.limits = [k.num_ctas for k in kernels]
             return
-        waves = [min(k.num_ctas, MIN_PREFIX_WAVES * info.occ * gpu.sm_count)
-                 for k, info in zip(kernels, infos)]
-        least = sum(w * a for w, a in zip(waves, per_cta))
+        slots = [info.occ * gpu.sm_count for info in infos]
+        waves = [min(k.num_ctas, MIN_PREFIX_WAVES * w) for k, w in zip(kernels, slots)]
+        tails = [_suffix_start(k.num_ctas, w) for k, w in zip(kernels, slots)]
+        suffix_ctas = [k.num_ctas - max(t, w) if t is not None else 0
+                       for k, t, w in zip(kernels, tails, waves)]
+        least = sum((w + x) * a for w, x, a in zip(waves, suffix_ctas, per_cta))
         self.ratio = min(cap(MIN_TILES_PER_SAMPLED_CACHE), max(self.ratio, ceil(least / budget)))
-        fraction = min(1.0, budget * self.ratio / accesses) if accesses else 1.0
+        room = budget * self.ratio - sum(x * a for x, a in zip(suffix_ctas, per_cta))
+        fraction = min(1.0, max(0.0, room) / accesses) if accesses else 1.0
         # every replayed CTA's program is built and walked, sampled tiles or not: at most
         # `budget` CTAs (many tiny CTAs would otherwise cost more than their accesses)
         if ctas > budget:
@@ -252,23 +275,61 @@ class SamplingPlan:
         self.limits = [k.num_ctas if fraction >= 1.0 else
                        min(k.num_ctas, max(w, ceil(k.num_ctas * fraction)))
                        for k, w in zip(kernels, waves)]
+        for ki, (k, t) in enumerate(zip(kernels, tails)):
+            if t is not None and t <= self.limits[ki]:
+                self.limits[ki] = k.num_ctas     # prefix and tail part meet: every CTA
+            elif self.limits[ki] < k.num_ctas:
+                self.suffix[ki] = t
+
+    def replayed(self, ki: int, num_ctas: int):
+        """The CTAs of kernel ki the replay walks, in launch order."""
+        yield from range(self.limits[ki])
+        if self.suffix[ki] is not None:
+            yield from range(self.suffix[ki], num_ctas)
 
     def __call__(self, ki: int, cta: int = 0) -> bool:
         return cta < self.limits[ki]
 
 
-def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts) -> AccessSampler:
+def _suffix_start(num_ctas: int, slots: int):
+    """First CTA of the replayed tail part (TAIL_WARMUP_WAVES full waves of `slots` CTAs,
+    then the last partial wave), or None when the kernel has no partial last wave."""
+    tail = tail_wave_start(num_ctas, slots)
+    return None if tail is None else max(0, tail - TAIL_WARMUP_WAVES * slots)
+
+
+def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
+    """The sampled accesses of the replayed CTAs, and per kernel the window of time in which
+    each cohort's loads are counted: (BODY: until the prefix's first CTA that is not replayed
+    starts; TAIL: from when every CTA before the tail part's warm-up has ended).
+
+    Until the first unreplayed CTA starts, the LRU has seen every access the full trace
+    would have (CTAs start in launch order and access nothing before they start), so the
+    counted loads are exactly those of the full trace in that window; after it, the replayed
+    CTAs still running miss the tiles they would have shared with the CTAs that are not
+    replayed (FA-2, N = 65,536, H100: the 9 CTAs of a 2,121-CTA prefix past its 8 whole
+    waves, each alone on its head's K/V, raised the kernel's miss ratio by 6%). Symmetrically,
+    the tail part's loads count once no CTA before its warm-up runs any more."""
     sampler = AccessSampler(plan.ratio)
+    inf = float("inf")
+    windows = []
     for ki, k in enumerate(schedule.kernels):
-        stages = max(1, k.pipeline.stages)
         marks_of = runs[ki].marks_of
-        tail = tail_starts[ki] if tail_starts[ki] is not None else k.num_ctas
+        n = k.num_ctas
+        body_end = marks_of(plan.limits[ki])[0] if plan.limits[ki] < n else inf
+        a = plan.suffix[ki]
+        tail_from = (max(marks_of(c)[1][-1] for c in range(max(0, a - slots[ki]), a))
+                     if a else -inf)
+        windows.append({BODY: (-inf, body_end), TAIL: (tail_from, inf), WARMUP: (inf, inf)})
+        stages = max(1, k.pipeline.stages)
+        tail = tail_starts[ki] if tail_starts[ki] is not None else n
         program, class_of = k.program, k.class_of
-        for cta in range(plan.limits[ki]):
+        for cta in plan.replayed(ki, n):
             start_s, seg_ends = marks_of(cta)
+            cohort = TAIL if cta >= tail else (BODY if cta < plan.limits[ki] else WARMUP)
             sampler.cta(ki, split_segments(program(cta)), start_s, seg_ends, stages,
-                        int(cta >= tail), class_of(cta))
-    return sampler
+                        cohort, class_of(cta))
+    return sampler, windows
 
 
 @dataclass
@@ -285,12 +346,14 @@ class KernelMemory:
 class L2Figures:
     """The replay, scaled to every access of every kernel (per kernel): miss figures
     tensor → (miss ratio, DRAM wait per load) for all CTAs and for the last partial wave
-    (None where none was sampled), DRAM bytes per stored byte, memory counters, the L2 queue
-    position; and the final flush bytes."""
+    (None where none was sampled), DRAM bytes per stored byte once the L2 writes dirty lines
+    back, the fill before that (StoreFill or None), memory counters, the L2 queue position;
+    and the final flush bytes."""
 
     miss: list
     tail_miss: list
     dram_store_ratio: list
+    store_fill: list
     memory: list
     l2_queue: list
     flush_bytes: float
@@ -303,24 +366,65 @@ def _miss_figures(loads: dict, tensors, fallback) -> dict:
                 if t in loads and loads[t].bytes else fallback(t)) for t in tensors}
 
 
-def _scale(infos, result) -> L2Figures:
-    """Scale the sampled L2 counts to every access of every kernel."""
-    miss, tail_miss, store_ratio, mems = [], [], [], []
+def _tail_load_bytes(kernel, info: KernelInfo, tail_start) -> dict:
+    """tensor → load bytes of the kernel's last partial wave (none: {})."""
+    if tail_start is None:
+        return {}
+    per_class = [program_totals(p).load_bytes for p in info.programs]
+    out: dict = {}
+    for cta in range(tail_start, kernel.num_ctas):
+        for t, b in per_class[kernel.class_of(cta)].items():
+            out[t] = out.get(t, 0) + b
+    return out
+
+
+@dataclass(frozen=True)
+class StoreFill:
+    """A kernel's first stores, before the L2 writes back its first dirty line: they fill the
+    L2 and cost DRAM only what their atomic reductions read (dram_per_stored_byte), until
+    `stored_bytes` have been stored."""
+
+    stored_bytes: float
+    dram_per_stored_byte: float
+
+
+def _store_figures(k, ratio: int) -> tuple:
+    """(DRAM bytes per stored byte after the fill, StoreFill or None) of sampled counts. The
+    fill's stored bytes scale by the set-sampling ratio alone: the sampled cache is C / R, and
+    the fill happens at the kernel's start however many CTAs follow."""
+    if not k.store_bytes:
+        return 0.0, None
+    whole = (k.writeback_bytes + k.reduce_read_bytes) / k.store_bytes
+    filled = k.fill_store_bytes
+    if not filled or filled >= k.store_bytes:    # no write-back, or one from the start
+        return whole, None
+    after = ((k.writeback_bytes + k.reduce_read_bytes - k.fill_reduce_read_bytes)
+             / (k.store_bytes - filled))
+    return after, StoreFill(filled * ratio, k.fill_reduce_read_bytes / filled)
+
+
+def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
+    """Scale the sampled L2 counts to every access of every kernel: the CTAs before the last
+    partial wave by the figures of their sampled loads, that wave's CTAs by its own
+    (tail_bytes[k]: tensor → its load bytes)."""
+    miss, tail_miss, store_ratio, fills, mems = [], [], [], [], []
     total_store = sum(i.totals.bytes_stored for i in infos)
     sampled_store = sum(k.store_bytes for k in result.kernels)
-    for info, k in zip(infos, result.kernels):
+    for info, k, tail_b in zip(infos, result.kernels, tail_bytes):
         tot = info.totals
-        sampled_load = sum(c.bytes for c in k.loads.values())
-        overall = (sum(c.miss_bytes for c in k.loads.values()) / sampled_load
-                   if sampled_load else 1.0)
+        sampled = [*k.loads.values(), *k.tail_loads.values()]
+        sampled_load = sum(c.bytes for c in sampled)
+        overall = (sum(c.miss_bytes for c in sampled) / sampled_load if sampled_load else 1.0)
         m = _miss_figures(k.loads, tot.load_bytes, lambda t: (overall, overall))
+        tm = _miss_figures(k.tail_loads, tot.load_bytes, lambda t: m[t]) if k.tail_loads else None
         store_scale = (tot.bytes_stored / k.store_bytes) if k.store_bytes else 0.0
-        miss_bytes = sum(b * m[t][0] for t, b in tot.load_bytes.items())
+        miss_bytes = sum((b - tail_b.get(t, 0)) * m[t][0] + tail_b.get(t, 0) * (tm or m)[t][0]
+                         for t, b in tot.load_bytes.items())
         miss.append(m)
-        tail_miss.append(_miss_figures(k.tail_loads, tot.load_bytes, lambda t: m[t])
-                         if k.tail_loads else None)
-        store_ratio.append((k.writeback_bytes + k.reduce_read_bytes) / k.store_bytes
-                           if k.store_bytes else 0.0)
+        tail_miss.append(tm)
+        after, fill = _store_figures(k, ratio)
+        store_ratio.append(after)
+        fills.append(fill)
         mems.append(KernelMemory(miss_bytes + k.reduce_read_bytes * store_scale,
                                  k.writeback_bytes * store_scale, miss_bytes,
                                  tot.bytes_loaded - miss_bytes))
@@ -328,7 +432,7 @@ def _scale(infos, result) -> L2Figures:
                    else 0.0)
     if mems:
         mems[-1].dram_write_bytes += flush_bytes
-    return L2Figures(miss, tail_miss, store_ratio, mems,
+    return L2Figures(miss, tail_miss, store_ratio, fills, mems,
                      [k.l2_queue_position for k in result.kernels], flush_bytes)
 
 
@@ -356,18 +460,27 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
 
     # pass 1: everything hits in L2; where are the sampled CTAs' segments in time
+    # (and the first CTA that is not replayed: when it starts, the counted window ends;
+    # every CTA where the tail part is replayed)
+    dispatched = [k.num_ctas if a is not None else min(k.num_ctas, n + 1)
+                  for k, n, a in zip(schedule.kernels, plan.limits, plan.suffix)]
     timeline, spans, runs = _dispatch_all(schedule, gpu, infos, [{} for _ in range(n_k)],
-                                           [0.0] * n_k, characterizers, plan, plan.limits,
+                                           [0.0] * n_k, characterizers, plan, dispatched,
                                            first_loads_queue=False)
     tail_starts = [tail_wave_start(k.num_ctas, i.occ * gpu.sm_count)
                    for k, i in zip(schedule.kernels, infos)]
-    sampler = _l2_sample(schedule, plan, runs, tail_starts)
+    slots = [i.occ * gpu.sm_count for i in infos]
+    sampler, windows = _l2_sample(schedule, plan, runs, tail_starts, slots)
+    tail_bytes = [_tail_load_bytes(k, i, t) for k, i, t in zip(schedule.kernels, infos,
+                                                               tail_starts)]
     del runs
     sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(sampler.out),
-                "l2_simulated_ctas": list(plan.limits)}
+                "l2_simulated_ctas": [sum(1 for _ in plan.replayed(ki, k.num_ctas))
+                                      for ki, k in enumerate(schedule.kernels)]}
     figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
                                               capacity / plan.ratio, n_k, gpu.dram_latency_s,
-                                              protocol, dram_read_rate(gpu)))
+                                              protocol, dram_read_rate(gpu),
+                                              windows), tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
     del sampler
     counted, timed = figures[l2_protocol], figures[time_protocol]
@@ -377,7 +490,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
-                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue)
+                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue,
+                                       store_fill=timed.store_fill)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,

@@ -28,6 +28,11 @@ skips the periods up to the kernel's last few and records them as a `Repeat` of 
 period emitted. So the cost is O(CTAs of the transients), not O(CTAs): the periods are found,
 not assumed; a kernel that never settles is walked CTA by CTA.
 
+Store fill: a kernel's first stores fill the L2 before any dirty line is written back; until
+its CTAs have stored `fill_bytes` (fast.StoreFill) the segments' DRAM demand is
+ClassCosts.dram_bytes_fill, then dram_bytes (with write-backs). No steady state is sought
+before the fill has ended.
+
 Events are segment completions (a heap keyed by virtual finish time) and dispatches
 (dispatch.py).
 """
@@ -55,13 +60,17 @@ class ClassCosts:
     dram_bytes: tuple    # expected DRAM bytes
     dram_wait: tuple     # fraction of the load bytes that wait for DRAM
     burst_first: bool    # the first segment is plain ops (a dispatched group issues it at once)
+    dram_bytes_fill: tuple = ()   # expected DRAM bytes while the kernel's stores fill the L2
+    stored_bytes: tuple = ()      # bytes stored (with dram_bytes_fill: the kernel has a fill)
 
     def merged(self) -> "ClassCosts":
         """The class as one segment: a CTA dispatched alone runs its segments merged (fewer
         events; its phases matter only when many CTAs are in the same phase at once)."""
+        fill = ((sum(self.dram_bytes_fill),), (sum(self.stored_bytes),)) if self.stored_bytes \
+            else ()
         return ClassCosts(tuple((tuple(sum(v[i] for v in segs) for i in range(5)),)
                                 for segs in self.profiles),
-                          (sum(self.l2_bytes),), (sum(self.dram_bytes),), (0.0,), False)
+                          (sum(self.l2_bytes),), (sum(self.dram_bytes),), (0.0,), False, *fill)
 
     def segment_fractions(self) -> list:
         """Segment ends as fractions of the merged duration (residency 1)."""
@@ -132,8 +141,11 @@ class FluidKernel:
 
     def __init__(self, n: int, class_of, costs: list, machine: FluidMachine, start_s: float,
                  emit, want_marks: bool = True, prologues=None, class_period: int = 0,
-                 periodic_below: int = 0):
+                 periodic_below: int = 0, fill_bytes: float | None = None):
         self.n, self.class_of, self.costs, self.m = n, class_of, costs, machine
+        # while the kernel's first `fill_bytes` stored bytes fill the L2, stores cost DRAM
+        # only their reductions' reads (ClassCosts.dram_bytes_fill); then write-backs begin
+        self.filling, self.fill_bytes, self.stored = fill_bytes is not None, fill_bytes, 0.0
         self.merged = [c.merged() for c in costs]
         self.fractions = [c.segment_fractions() for c in costs]
         self.emit, self.want_marks, self.prologues = emit, want_marks, prologues
@@ -163,7 +175,23 @@ class FluidKernel:
         first segment went through the burst servers)."""
         if st.seg == 0 and st.burst:
             return 0.0, 0.0
-        return st.costs.l2_bytes[st.seg], st.costs.dram_bytes[st.seg]
+        return st.costs.l2_bytes[st.seg], self.dram_of(st.costs, st.seg)
+
+    def dram_of(self, costs: ClassCosts, seg: int) -> float:
+        return costs.dram_bytes_fill[seg] if self.filling else costs.dram_bytes[seg]
+
+    def end_fill(self) -> None:
+        """The stores have filled the L2: every running segment's DRAM demand switches to
+        its figure with write-backs (the rates stay; the shared scale follows)."""
+        demand = self.demand
+        for st in self.state.values():
+            before = self.seg_bytes(st)[1]
+            self.filling = False
+            after = self.seg_bytes(st)[1]
+            self.filling = True
+            if st.duration > 0.0:
+                demand[1] += (after - before) / st.duration
+        self.filling = False
 
     def advance(self, st: _Cta) -> None:
         """Bring progress of the current segment up to v_now (at the old rate)."""
@@ -232,9 +260,9 @@ class FluidKernel:
             for st in group:
                 c = self.costs[st.cls]
                 if c.burst_first:
+                    dram_s = self.dram_burst.reserve(t_now, self.dram_of(c, 0))[0] - t_now
                     wait = max(self.l2_burst.reserve(t_now, c.l2_bytes[0])[0] - t_now,
-                               c.dram_wait[0] * (self.dram_burst.reserve(t_now, c.dram_bytes[0])[0]
-                                                 - t_now))
+                               c.dram_wait[0] * dram_s)
                     st.burst, st.extra_s, st.stall[0] = True, wait, wait
                     st.costs = c
             if self.prologues:
@@ -322,6 +350,8 @@ class FluidKernel:
         self.demand[1] -= b_dram / st.duration
         t_now = self.t_now
         st.marks.append(t_now)
+        if self.filling:
+            self.stored += st.costs.stored_bytes[st.seg]
         if st.seg + 1 < len(st.costs.l2_bytes):       # next segment of the same CTA
             st.seg += 1
             st.p = 0.0
@@ -356,6 +386,8 @@ class FluidKernel:
                 sm = self.finish_segment(c)
                 if sm is not None:
                     touched.add(sm)
+            if self.filling and self.stored >= self.fill_bytes:
+                self.end_fill()
             touched |= self.dispatch()
             self.refresh(touched)
             if not self.state:
@@ -369,7 +401,7 @@ class FluidKernel:
     # ---- steady state -------------------------------------------------------------------
     def snapshot(self) -> _State:
         v, t = self.v_now, self.t_now
-        discrete, times = [self.next_cta % self.period], [
+        discrete, times = [self.next_cta % self.period, self.filling], [
             max(0.0, self.l2_burst.free_s - t), max(0.0, self.dram_burst.free_s - t)]
         for c in sorted(self.state):
             st = self.state[c]
@@ -383,6 +415,8 @@ class FluidKernel:
         """When the dispatches pass a multiple of the period: compare the state with the
         last few such states; on a match (same CTA offset within the period, same resident
         CTAs, times within STATE_TOLERANCE of the step), skip the periods that follow."""
+        if self.filling:          # a state before the fill's end does not repeat after it
+            return
         now = self.snapshot()
         for before in reversed(self.boundaries):
             step_s = now.t_now - before.t_now
@@ -421,11 +455,12 @@ class FluidKernel:
 
 def run_kernel(n: int, class_of, costs: list, machine: FluidMachine, start_s: float, emit,
                want_marks: bool = True, prologues=None, class_period: int = 0,
-               periodic_below: int = 0) -> KernelRun:
+               periodic_below: int = 0, fill_bytes: float | None = None) -> KernelRun:
     """Simulate one kernel's first n CTAs. Calls emit(cta, cls, sm, start_s, end_s, stall4,
     segment_ends) per simulated CTA; the returned KernelRun says which emitted rows repeat
     for the CTAs the steady state skipped. prologues[cta]: the tiles a first-wave CTA loads
     next (first_wave.first_wave_prologues). class_period, periodic_below: class_of repeats
-    with that period below that CTA (0: do not look for a steady state)."""
+    with that period below that CTA (0: do not look for a steady state). fill_bytes: stored
+    bytes until the L2 writes back its first dirty line (None: costs.dram_bytes throughout)."""
     return FluidKernel(n, class_of, costs, machine, start_s, emit, want_marks, prologues,
-                       class_period, periodic_below).run()
+                       class_period, periodic_below, fill_bytes).run()

@@ -15,15 +15,17 @@ Sampling, so that the cost does not grow with N²:
     C_eff / (32 × largest tile) so that the sampled cache still holds dozens of tiles.
     R = 1 (every access) whenever the problem is small enough.
   - CTA sampling: if R at its cap still gives too many accesses, only the first CTAs of each
-    kernel in launch order are replayed (all kernels keep the same fraction) and each
-    kernel's miss ratio per tensor is applied to all of its loads. Repeated waves make the
-    prefix representative.
-Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio;
-write-backs and the final flush are scaled by stored bytes ÷ sampled stored bytes.
+    kernel in launch order are replayed (all kernels keep the same fraction), and the last
+    partial wave after two full waves; loads count only inside their cohort's window of time
+    (fast.SamplingPlan, fast._l2_sample), where the LRU has seen what the full trace would.
+Scaling back: per kernel and tensor, DRAM read bytes = load bytes × sampled miss ratio (the
+last partial wave's loads by its own); write-backs and the final flush are scaled by stored
+bytes ÷ sampled stored bytes. The stored bytes until a kernel's first write-back are its
+store fill (fast.StoreFill).
 
 An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
 (atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
-counts for (cohort 1: the kernel's last partial wave). Accesses are replayed in time order,
+counts for (cohort: BODY, TAIL or WARMUP). Accesses are replayed in time order,
 ties in the order they were sampled.
 """
 from __future__ import annotations
@@ -38,6 +40,8 @@ from .pipeline import issue_lead
 
 TILES_PER_SAMPLED_CACHE = 32
 LOAD, STORE, REDUCE = 0, 1, 2
+BODY, TAIL, WARMUP = 0, 1, 2     # Stream.cohort: the kernel's CTAs before its last partial
+                                 # wave, that wave, CTAs replayed only to fill the LRU
 
 
 class _Salt(dict):
@@ -69,7 +73,7 @@ class Stream:
 
     kernel: int
     tensor: str
-    cohort: int      # 1: the kernel's last partial wave
+    cohort: int      # BODY, TAIL (the kernel's last partial wave) or WARMUP
 
 
 def _op_code(op) -> int:
@@ -273,6 +277,16 @@ class AccessSampler:
                 env.pop(var, None)
 
 
+def lru_insert_load(lru: TileLru, key, nbytes: int, t: float, fetch_s: dict,
+                    dram_bandwidth_bytes_per_s: float, dram_latency_s: float, counts) -> None:
+    """A load miss outside the counted window: the line is allocated as for a counted one,
+    and the dirty lines it evicts are still written back (stores are counted whole)."""
+    fetch = fetch_s.get(nbytes)
+    if fetch is None:
+        fetch = fetch_s[nbytes] = nbytes / dram_bandwidth_bytes_per_s + dram_latency_s
+    counts.note_writeback(lru.insert(key, nbytes, False, t + fetch))
+
+
 @dataclass
 class LoadCounts:
     """Sampled loads of one tensor: bytes, loads, bytes that missed, and the DRAM wait summed
@@ -298,7 +312,20 @@ class KernelCounts:
     store_bytes: int = 0
     writeback_bytes: int = 0
     reduce_read_bytes: int = 0
-    loads: dict = field(default_factory=dict)       # tensor → LoadCounts, every CTA
+    # the fill: stores and reduce reads until the kernel's first write-back (None: none seen)
+    fill_store_bytes: int | None = None
+    fill_reduce_read_bytes: int = 0
+
+    def note_writeback(self, nbytes: int, storing: int = 0) -> None:
+        """Count write-back bytes; the first one ends the kernel's fill (`storing`: bytes of
+        the store that evicted, counted already, not absorbed)."""
+        if nbytes:
+            self.writeback_bytes += nbytes
+            if self.fill_store_bytes is None:
+                self.fill_store_bytes = self.store_bytes - storing
+                self.fill_reduce_read_bytes = self.reduce_read_bytes
+    loads: dict = field(default_factory=dict)       # tensor → LoadCounts, CTAs before the
+                                                    # last partial wave
     tail_loads: dict = field(default_factory=dict)  # tensor → LoadCounts, last partial wave
     l2_queue_position: float = 0.0   # a load's expected place in the burst its line releases
 
@@ -311,11 +338,18 @@ class ReplayResult:
 
 def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
            dram_latency_s: float, protocol: str = "warm",
-           dram_bandwidth_bytes_per_s: float = float("inf")) -> ReplayResult:
+           dram_bandwidth_bytes_per_s: float = float("inf"),
+           windows: list | None = None) -> ReplayResult:
     """Run sampled accesses through the tile LRU (memory.TileLru) in time order. Under "ncu"
-    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody."""
+    every kernel starts with an invalidated L2 and what stays dirty is counted by nobody.
+    windows[k][cohort] = (from_s, until_s): kernel k's loads of that cohort are counted in
+    that window of time; outside it they still go through the LRU (fast._l2_sample). Stores
+    are counted whole. Default: every load of cohorts 0 and 1 counts."""
     accesses.sort(key=itemgetter(0))    # stable: ties in sampling order
     kernel_of = [s.kernel for s in streams]
+    inf = float("inf")
+    window = [(windows[s.kernel].get(s.cohort, (inf, inf)) if windows else
+               ((-inf, inf) if s.cohort in (BODY, TAIL) else (inf, inf))) for s in streams]
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
         accesses.sort(key=lambda a: kernel_of[a[4]])   # stable: time order inside each
@@ -331,6 +365,11 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
             lru.clear()
             current = ki
         entry = lru.lookup(key)
+        if code == LOAD and not window[sid][0] <= t < window[sid][1]:   # the LRU only
+            if entry is None:
+                lru_insert_load(lru, key, nbytes, t, fetch_s, dram_bandwidth_bytes_per_s,
+                                dram_latency_s, per[ki])
+            continue
         if code == LOAD:
             acc = counts[sid]
             acc.bytes += nbytes
@@ -350,7 +389,7 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
             acc.wait += 1.0
             group = [1]
             groups[ki].append(group)
-            per[ki].writeback_bytes += lru.insert(key, nbytes, False, t + fetch, group)
+            per[ki].note_writeback(lru.insert(key, nbytes, False, t + fetch, group))
         else:
             k = per[ki]
             k.store_bytes += nbytes
@@ -360,17 +399,16 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
                 continue
             if code == REDUCE:
                 k.reduce_read_bytes += nbytes
-            k.writeback_bytes += lru.insert(key, nbytes, True, t)
+            k.note_writeback(lru.insert(key, nbytes, True, t), nbytes)
     for sid in sorted(range(len(streams)),
                       key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
         s, c = streams[sid], counts[sid]
-        if not c.loads:
+        if not c.loads or s.cohort not in (BODY, TAIL):
             continue
-        for part in ((per[s.kernel].loads, per[s.kernel].tail_loads) if s.cohort
-                     else (per[s.kernel].loads,)):
-            part.setdefault(s.tensor, LoadCounts()).add(c)
+        part = per[s.kernel].loads if s.cohort == BODY else per[s.kernel].tail_loads
+        part.setdefault(s.tensor, LoadCounts()).add(c)
     for k, g in zip(per, groups):
-        n = sum(c.loads for c in k.loads.values())
+        n = sum(c.loads for c in (*k.loads.values(), *k.tail_loads.values()))
         # CTAs released together by one line's arrival issue their next loads together: a
         # load's expected place in that burst, in loads of the same CTA's size ahead of it
         k.l2_queue_position = sum(x * (x - 1) / 2 for (x,) in g) / n if n else 0.0
