@@ -49,6 +49,7 @@ PLAUSIBLE = {
     "fp32_flops_per_s": (1e9, 1e16),
     "exp_per_clock_per_sm": (1, 1024),
     "launch_overhead_s": (0, 1e-3),
+    "cta_turnover_cycles": (0, 1e5),
     "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
 }
 
@@ -156,6 +157,9 @@ class GpuSpec(BaseModel):
     fp32_flops_per_s: float = Field(gt=0)
     exp_per_clock_per_sm: float = Field(gt=0)
     launch_overhead_s: float = Field(ge=0)
+    # SM clock cycles from a CTA's last instruction to the first instruction of the CTA the
+    # block scheduler puts into its slot next (retirement + launch); None: not modelled
+    cta_turnover_cycles: Optional[float] = Field(default=None, ge=0)
     features: Features
     sources: dict[str, str]
 

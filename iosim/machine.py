@@ -82,6 +82,17 @@ def copy_issue_s_per_byte(gpu, pipeline) -> float:
     return cpb / gpu.clock_hz if cpb else 0.0
 
 
+def cta_turnover_s(gpu) -> float:
+    """Seconds an SM slot stays unavailable after its CTA's last instruction: the CTA's
+    retirement and the block scheduler's launch of the next CTA into the slot
+    (GpuSpec.cta_turnover_cycles at the GPU's clock; 0 where not given). H200: 420 cycles,
+    whatever the threads (128-512), CTAs per SM (1, 2) or CTA length (2-8 us)
+    (measurements/h200/cta_turnover_h200.json). Both engines hold a finished CTA's slot
+    this long before the next CTA may take it."""
+    cycles = getattr(gpu, "cta_turnover_cycles", None)
+    return cycles / gpu.clock_hz if cycles else 0.0
+
+
 def grid_index(cta: int, grid: tuple) -> tuple:
     """(x, y, z) of a linear CTA index, x fastest (CUDA launch order)."""
     x = cta % grid[0]

@@ -16,8 +16,9 @@ from iosim.sim import simulate
 # 25.6 TFLOP/s fp32 → 1.28e13 ALU op/s → 1.28e11 per SM, i.e. 128 lanes per clock, as on
 # GH100 (66.9 TFLOP/s / 2 / 132 SMs / 1.98 GHz); a faster ALU than the SM's 4 × 32 issue
 # lanes would be capped by the issue slots (machine.MmaCost.issue_work_per_op)
+# (no CTA turnover: a per-CTA fixed cost, tests/test_cta_turnover.py)
 GPU = load_gpu("h100").with_(sm_count=100, clock_hz=1e9, exp_per_clock_per_sm=16,
-                             fp32_flops_per_s=25.6e12)
+                             fp32_flops_per_s=25.6e12, cta_turnover_cycles=None)
 PROBLEM = AttentionProblem(batch=1, heads_q=1, seq_q=128, head_dim=64)
 
 

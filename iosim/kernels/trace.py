@@ -311,3 +311,30 @@ def trace_stats(schedule, trace: Trace) -> dict:
                               "max_load_hoist": hoist,
                               "sms": len({e.smid for c in kt.ctas for e in c})}
     return stats
+
+
+# ---- what the trace mode costs, and a CTA's span without it --------------------------------
+def record_overhead_cycles(kernel: KernelTrace) -> float | None:
+    """Median clock64 cycles thread 0 spends recording one event: the gap between the last two
+    events of a CTA where both are stores recorded back to back, with no work between them
+    (fa2_fwd.cu and fa3_fwd.cu record O and LSE after the epilogue's stores; fd_split records
+    O_partial and ML_partial likewise). None when no CTA ends so."""
+    gaps = sorted(c[-1].clock - c[-2].clock for c in kernel.ctas
+                  if len(c) >= 2 and c[-1].kind == "store" and c[-2].kind == "store")
+    if not gaps:
+        return None
+    n = len(gaps)
+    return gaps[n // 2] if n % 2 else 0.5 * (gaps[n // 2 - 1] + gaps[n // 2])
+
+
+def cta_span_ns(events: list, overhead_cycles: float) -> float:
+    """Nanoseconds from a CTA's first recorded event to its last, less the recording itself:
+    (clock64 span - (events - 1) x overhead) at the CTA's own clock (clock64 cycles per
+    %globaltimer ns over the span). The first event is recorded just after the CTA issued its
+    first load, the last just after it issued its last store."""
+    first, last = events[0], events[-1]
+    dt_ns = last.t_ns - first.t_ns
+    if dt_ns <= 0:
+        raise ValueError("a span needs events at two different times")
+    cycles_per_ns = (last.clock - first.clock) / dt_ns
+    return (last.clock - first.clock - (len(events) - 1) * overhead_cycles) / cycles_per_ns

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, dram_read_rate, reduce_l2_costs
+from ..machine import copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, reduce_l2_costs
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -126,14 +126,23 @@ class Characterizer:
     def profile(self, program: tuple, k: int, miss: tuple) -> tuple:
         """Profile vector of a whole CTA program with k co-resident copies."""
         total = ZERO
-        for vec in self.segment_profiles(program, k, miss):
+        for vec in self._segments(program, k, miss):
             total = _add(total, vec)
         return total
 
     def segment_profiles(self, program: tuple, k: int, miss: tuple,
                          burst_span_s: float = 0.0) -> list:
-        """One profile vector per segment of split_segments(program). burst_span_s: over
+        """One profile vector per segment of split_segments(program), a whole CTA's
+        program: its last segment holds the SM slot `machine.cta_turnover_s` longer (the
+        CTA's retirement and the next launch, as exact mode holds it). burst_span_s: over
         how long a first-wave burst spreads the arrival of the first segment's data."""
+        out = self._segments(program, k, miss, burst_span_s)
+        turnover_s = cta_turnover_s(self.gpu)
+        if out and turnover_s:
+            out[-1] = (out[-1][0] + turnover_s,) + tuple(out[-1][1:])
+        return out
+
+    def _segments(self, program: tuple, k: int, miss: tuple, burst_span_s: float = 0.0) -> list:
         return [self._loop(seg[0], k, miss) if len(seg) == 1 and isinstance(seg[0], Loop)
                 else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0)
                 for i, seg in enumerate(split_segments(program))]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import simpy
 
-from ..machine import (SmRates, copy_issue_s_per_byte, dram_read_rate, dram_write_cost,
-                       reduce_l2_costs, tensor_server_busy_s)
+from ..machine import (SmRates, copy_issue_s_per_byte, cta_turnover_s, dram_read_rate,
+                       dram_write_cost, reduce_l2_costs, tensor_server_busy_s)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker
@@ -30,6 +30,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
                       gpu.l2_latency_s, gpu.dram_latency_s, reduce_l2_costs(gpu),
                       dram_write_cost(gpu))
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
+    turnover_s = cta_turnover_s(gpu)
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans = []
@@ -49,6 +50,8 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})
+            if turnover_s:           # retirement + the next launch hold the slot
+                yield env.timeout(turnover_s)
             timeline.add(ki, c, sm, start_s, env.now, ctx.stall, busy_of_program(program, k_rates))
             picker.release(sm)
             state["left"] -= 1
