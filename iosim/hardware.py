@@ -144,10 +144,12 @@ class GpuSpec(BaseModel):
     tensor_flops_per_s_achievable: Optional[TensorRates] = None
     # whether mma.sync's ldmatrix shared-memory operand reads overlap the MMAs (machine.MmaCost)
     mma_sync_operands_overlap: bool = False
-    # mma.sync kernels: the fraction of an elementwise (softmax) op's unit time during which
-    # the SM's MMA stream does not advance, by warps per SM sub-partition (index 0: 1 warp,
-    # 1: 2 or more); None: only the instructions' issue slots hold it (machine.MmaCost)
-    mma_sync_elementwise_exposed: Optional[list] = None
+    # mma.sync kernels: the fraction of the MMA warps' time on other work (the softmax's
+    # exp/ALU time, their own copy issue) during which the SM's MMA stream does not advance,
+    # with 1 and with 2 or more warps per SM sub-partition; None: only the elementwise
+    # instructions' issue slots hold it (machine.MmaCost)
+    mma_sync_exposed_fraction_one_warp: Optional[float] = Field(default=None, ge=0, le=1)
+    mma_sync_exposed_fraction_two_warps: Optional[float] = Field(default=None, ge=0, le=1)
     # fp32 atomic reduction one SM gets alone, by layout (machine.reduce_sm_bytes_per_s);
     # None: reduce stores do not hold the issuing SM (only the L2 port serves them)
     l2_reduce_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)

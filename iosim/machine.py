@@ -173,7 +173,7 @@ class MmaCost:
         # wgmma rate / (128 lanes x clock). ELEMENTWISE_BLOCKS_MMA switches it off.
         self.issue_work_per_op = (wgmma_rate / (ISSUE_LANES_PER_CLOCK_PER_SM * gpu.clock_hz)
                                   if ELEMENTWISE_BLOCKS_MMA else 0.0)
-        # mma.sync kernels (GpuSpec.mma_sync_elementwise_exposed, measured): the same 1-2
+        # mma.sync kernels (GpuSpec.mma_sync_exposed_fraction_*, measured): the same 1-2
         # warps per sub-partition issue the MMAs and the softmax, in order, so most of a
         # softmax phase is not hidden under the other resident CTAs' MMAs; the MMA stream is
         # held for that fraction of the op's own unit time (exp or ALU), which covers its
@@ -181,10 +181,11 @@ class MmaCost:
         self.exposed_work_per_exp = self.exposed_work_per_alu = 0.0
         self.exposed_fraction = 0.0
         self.wgmma_rate = wgmma_rate
-        exposed = getattr(gpu, "mma_sync_elementwise_exposed", None)
-        if self.sync and exposed and ELEMENTWISE_BLOCKS_MMA:
+        exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
+                   getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
+        if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
             per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
-            f = exposed[min(per_sub, len(exposed)) - 1]
+            f = exposed[0] if per_sub == 1 else exposed[1]
             rates = SmRates.of(gpu, dtype)
             self.exposed_fraction = f
             self.exposed_work_per_exp = f * wgmma_rate / rates.exp_per_s
@@ -205,7 +206,7 @@ class MmaCost:
         """Tensor-server work a CTA's copy issue holds the SM's MMA stream for: the warps that
         issue the copies are the MMA warps (mma.sync kernels), and time they spend on other
         instructions is not hidden under the other resident warps' MMAs but for the fraction
-        measured for the softmax (GpuSpec.mma_sync_elementwise_exposed); 0 without it."""
+        measured for the softmax (GpuSpec.mma_sync_exposed_fraction_*); 0 without it."""
         return self.exposed_fraction * issue_s * self.wgmma_rate
 
     def reduce_hold(self, nbytes: int, layout: str) -> float:
@@ -296,7 +297,8 @@ def time_breakdown(schedule, gpu, result) -> dict:
     problem = schedule.problem
     wgmma_rate = gpu.tensor_flops_per_s_per_sm(problem.dtype) * gpu.sm_count
     out = {"launch_s": gpu.launch_overhead_s * len(schedule.kernels), "kernels": []}
-    totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0, "exp_s": 0.0,
+    totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0,
+              "copy_issue_hold_s": 0.0, "reduce_hold_s": 0.0, "exp_s": 0.0,
               "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
@@ -310,10 +312,20 @@ def time_breakdown(schedule, gpu, result) -> dict:
                 # the tensor server held while the softmax's instructions issue (MmaCost)
                 "issue_slots_s": (cost.elementwise_hold("exp", kt.exp)
                                   + cost.elementwise_hold("alu", kt.alu)) / wgmma_rate,
+                # the MMA stream held while the MMA warps issue their own copies and while
+                # their reduce stores drain (MmaCost.copy_hold, reduce_hold)
+                "copy_issue_hold_s": cost.copy_hold(
+                    sum(kt.load_bytes.values()) * copy_issue_s_per_byte(gpu, kernel.pipeline))
+                / wgmma_rate,
+                "reduce_hold_s": (cost.reduce_hold(kt.reduce_bytes - kt.reduce_coalesced_bytes,
+                                                   "fragment")
+                                  + cost.reduce_hold(kt.reduce_coalesced_bytes, "coalesced"))
+                / wgmma_rate,
                 "exp_s": busy.get("exp", 0.0) / gpu.sm_count,
                 "alu_s": busy.get("alu", 0.0) / gpu.sm_count,
                 "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0)}
-        covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"],
+        covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"]
+                      + part["copy_issue_hold_s"] + part["reduce_hold_s"],
                       part["exp_s"], part["alu_s"],
                       part["l2_s"], part["dram_s"])
         part["unhidden_s"] = max(0.0, kr.time_s - covered)

@@ -91,9 +91,9 @@ def test_copy_hold_is_the_exposed_fraction_of_the_issue_time():
     pipe = Pipeline(stages=2, mma_instruction="mma_sync")
     cost = MmaCost(H200, "fp16", pipe, 128, 2, ctas_per_sm=2)
     wgmma = H200.tensor_flops_per_s_per_sm("fp16")
-    assert cost.copy_hold(1e-6) == pytest.approx(H200.mma_sync_elementwise_exposed[1] * 1e-6 * wgmma)
+    assert cost.copy_hold(1e-6) == pytest.approx(H200.mma_sync_exposed_fraction_two_warps * 1e-6 * wgmma)
     lone = MmaCost(H200, "fp16", pipe, 128, 2, ctas_per_sm=1)
-    assert lone.copy_hold(1e-6) == pytest.approx(H200.mma_sync_elementwise_exposed[0] * 1e-6 * wgmma)
+    assert lone.copy_hold(1e-6) == pytest.approx(H200.mma_sync_exposed_fraction_one_warp * 1e-6 * wgmma)
     # wgmma kernels (a TMA producer issues the copies): no hold
     assert MmaCost(H200, "fp16", Pipeline(stages=2), 384, 2).copy_hold(1e-6) == 0.0
 
