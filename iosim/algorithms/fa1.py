@@ -250,11 +250,6 @@ FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0194
 
 
 # ---- schedule -----------------------------------------------------------------------
-def _copy_issue(cycles_per_byte: float) -> float:
-    import os
-    return 0.0 if os.environ.get("IOSIM_NO_COPY_ISSUE") else cycles_per_byte
-
-
 def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
     d, eb = problem.head_dim, problem.elem_bytes
     tilings, kernels, notes = {}, [], ()
@@ -266,8 +261,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
                                    fwd_registers(t, d),
                                    lambda b, h: fwd_program(problem, t, b, h),
                                    Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                            copy_issue_cycles_per_byte=_copy_issue(
-                                                FWD_COPY_ISSUE_CYCLES_PER_BYTE))))
+                                            copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE)))
     if problem.direction in ("bwd", "fwd+bwd"):
         t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
                          {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})

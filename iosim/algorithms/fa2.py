@@ -42,11 +42,6 @@ FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0233
 BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
 
 
-def _copy_issue(cycles_per_byte: float) -> float:
-    import os
-    return 0.0 if os.environ.get("IOSIM_NO_COPY_ISSUE") else cycles_per_byte
-
-
 # ---- resources ------------------------------------------------------------------------
 def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
     """Q tile + `stages` buffers of (K tile + V tile)."""
@@ -158,7 +153,7 @@ def forward_kernels(problem, t: Tiling) -> tuple:
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
         lambda b, h, i: fwd_program(problem, t, b, h, i),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                 copy_issue_cycles_per_byte=_copy_issue(FWD_COPY_ISSUE_CYCLES_PER_BYTE)),
+                 copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)
 
 
@@ -265,7 +260,7 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j, kernel),
                         Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                 copy_issue_cycles_per_byte=_copy_issue(BWD_COPY_ISSUE_CYCLES_PER_BYTE)),
+                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),
