@@ -151,7 +151,7 @@ class MmaCost:
 
     __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
                  "overlap", "issue_work_per_op", "exposed_work_per_exp", "exposed_work_per_alu",
-                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate")
+                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte")
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int,
                  ctas_per_sm: int = 1, active_sms: int = 0):
@@ -181,6 +181,7 @@ class MmaCost:
         self.exposed_work_per_exp = self.exposed_work_per_alu = 0.0
         self.exposed_fraction = 0.0
         self.wgmma_rate = wgmma_rate
+        self.copy_s_per_byte = copy_issue_s_per_byte(gpu, pipeline)
         exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
                    getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
         if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
@@ -244,9 +245,12 @@ class MmaCost:
 def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
     """Seconds the SMs' tensor servers spend on the kernel's Mma ops, summed over SMs:
     MmaCost.work (instruction-class rate and, for mma.sync, the ldmatrix operand reads that
-    hold the same warps) over the server's rate. This, not FLOPs at peak, is the tensor busy
+    hold the same warps) over the server's rate; for an mma.sync kernel with measured exposed
+    fractions also the MMA stream its own warps hold (softmax, copy issue, atomics: the warps
+    that issue the MMAs are doing the other work). This, not FLOPs at peak, is the tensor busy
     time that utilization and the binding resource are judged by."""
     from .schedule import Loop, Mma
+    holds = cost.exposed_fraction > 0.0
 
     def work(program) -> float:
         w = 0.0
@@ -255,6 +259,14 @@ def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> 
                 w += item.count * work(item.body)
             elif isinstance(item, Mma):
                 w += cost.work(item)
+            elif holds:
+                kind = item.kind
+                if kind in ("exp", "alu"):
+                    w += cost.elementwise_hold(kind, item.count)
+                elif kind == "load":
+                    w += cost.copy_hold(item.bytes * cost.copy_s_per_byte)
+                elif kind == "store" and item.reduce:
+                    w += cost.reduce_hold(item.bytes, item.reduce_layout)
         return w
     return sum(count * work(kernel.program(rep)) for rep, count in kernel.classes) \
         / server_flops_per_s

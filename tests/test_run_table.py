@@ -56,10 +56,12 @@ def test_simulated_tensor_busy_is_its_mmas_plus_operand_reads_and_issue_slots_ar
     operands = time_of(operand_row)
     issue = time_of(row(table, "MMA stream held by softmax"))
     # H100: ldmatrix overlaps mma.sync (GpuSpec.mma_sync_operands_overlap, measured on the
-    # H200): the tensor unit's work is the MMAs plus what the reads take beyond them
+    # H200): the tensor unit's work is the MMAs plus what the reads take beyond them, plus the
+    # MMA stream its warps hold for the softmax and their copy issue
     assert "overlapped by mma.sync" in operand_row
     beyond = time_of(operand_row.split(";")[-1])
-    assert busy == pytest.approx(mmas + beyond, rel=0.01)
+    copy = time_of(row(table, "MMA stream held by copy issue"))
+    assert busy == pytest.approx(mmas + beyond + issue + copy, rel=0.01)
     g, c = headline.gpu, headline.counters
     # every clocked rate at the clock the schedule sustains under load (iosim.clock)
     scale = headline.time_breakdown["clock_hz"] / g.clock_hz
@@ -83,9 +85,7 @@ def test_bound_by_names_the_unit_with_the_largest_busy_time_shown(headline):
             for label in ("tensor unit busy", "exp units busy", "ALUs busy", "L2 busy",
                           "DRAM busy")}
     assert max(busy, key=busy.get) == "tensor unit busy"
-    # the MMA stream's holds (softmax, copy issue) are not tensor busy time: the tensor unit is
-    # the busiest unit shown, below the 70% that would name it the bound
-    assert "tensor cores" in row(table, "bound by")
+    assert row(table, "bound by").startswith("tensor cores")
     assert time_of(row(table, "predicted time")) >= max(busy.values())
 
 
