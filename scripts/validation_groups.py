@@ -32,6 +32,7 @@ for k in keys:
         else: line += " " * 32 + "|"
     print(line)
 for p in paths:
+    d = json.load(open(p)); print(p)
     for g, v in d['summary'].items():
         t = v.get('time', v) if isinstance(v, dict) else v
         try:
