@@ -42,6 +42,8 @@ PLAUSIBLE = {
     "l2_latency_s": (1e-9, 1e-5),
     "l2_reduce_bandwidth_bytes_per_s": (1e9, 1e15),
     "l2_reduce_coalesced_bandwidth_bytes_per_s": (1e9, 1e15),
+    "l2_reduce_sm_bandwidth_bytes_per_s": (1e6, 1e13),
+    "l2_reduce_coalesced_sm_bandwidth_bytes_per_s": (1e6, 1e13),
     "dram_capacity_bytes": (100e6, 10e12),
     "dram_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_read_bandwidth_bytes_per_s": (1e9, 1e14),
@@ -149,6 +151,16 @@ class GpuSpec(BaseModel):
     tensor_flops_per_s_achievable: Optional[TensorRates] = None
     # whether mma.sync's ldmatrix shared-memory operand reads overlap the MMAs (machine.MmaCost)
     mma_sync_operands_overlap: bool = False
+    # mma.sync kernels: the fraction of the MMA warps' time on other work (the softmax's
+    # exp/ALU time, their own copy issue) during which the SM's MMA stream does not advance,
+    # with 1 and with 2 or more warps per SM sub-partition; None: only the elementwise
+    # instructions' issue slots hold it (machine.MmaCost)
+    mma_sync_exposed_fraction_one_warp: Optional[float] = Field(default=None, ge=0, le=1)
+    mma_sync_exposed_fraction_two_warps: Optional[float] = Field(default=None, ge=0, le=1)
+    # fp32 atomic reduction one SM gets alone, by layout (machine.reduce_sm_bytes_per_s);
+    # None: reduce stores do not hold the issuing SM (only the L2 port serves them)
+    l2_reduce_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    l2_reduce_coalesced_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     # the clock under load (None: clock_hz whatever the load)
     power_capped_clock: Optional[PowerCappedClock] = None
     # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s

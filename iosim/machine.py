@@ -68,6 +68,25 @@ def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
     return (read_bytes + write_bytes * dram_write_cost(gpu)) / dram_read_rate(gpu)
 
 
+def reduce_sm_bytes_per_s(gpu, layout: str, active_sms: int = 0):
+    """Bytes/s of fp32 atomic reduction one SM gets in a layout: its own limit
+    (GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s, one CTA on one SM alone) or, when the kernel
+    occupies `active_sms` SMs (0: all), its share of the chip-wide rate, whichever is lower;
+    None where the GPU has no per-SM figure. H200 (measurements/h200/atomic_scaling_h200.json):
+    fragment layout 15.5 GB/s per CTA alone, 14.4 / 13.3 with 8 / 33 CTAs, 8.1 with 132 (the
+    chip's 1.07 TB/s shared), 4.0 with 264; coalesced 37.6 up to 33 CTAs, 3.8 TB/s in all."""
+    if layout == "coalesced":
+        sm = getattr(gpu, "l2_reduce_coalesced_sm_bandwidth_bytes_per_s", None)
+        chip = gpu.l2_reduce_coalesced_bandwidth_bytes_per_s or gpu.l2_reduce_bandwidth_bytes_per_s
+    else:
+        sm = getattr(gpu, "l2_reduce_sm_bandwidth_bytes_per_s", None)
+        chip = gpu.l2_reduce_bandwidth_bytes_per_s
+    if not sm:
+        return None
+    n = min(gpu.sm_count, active_sms) if active_sms > 0 else gpu.sm_count
+    return min(sm, chip / n) if chip else sm
+
+
 def copy_issue_s_per_byte(gpu, pipeline) -> float:
     """Seconds the issuing threads of a CTA spend per byte of a load they copy themselves
     (Pipeline.copy_issue_cycles_per_byte at the GPU's clock); 0 where not modelled. With one
@@ -122,6 +141,7 @@ class SmRates:
 MMA_SYNC_OPERANDS_OVERLAP = False
 # warp-instruction dispatch per SM: 4 sub-partitions x 1 instruction of 32 lanes per clock
 ISSUE_LANES_PER_CLOCK_PER_SM = 128
+SUB_PARTITIONS_PER_SM = 4     # CC 8.x/9.x SMs (CUDA C++ Programming Guide)
 # whether elementwise instructions hold the SM's MMA stream for their issue cycles (MmaCost)
 ELEMENTWISE_BLOCKS_MMA = True
 # Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
@@ -168,9 +188,11 @@ class MmaCost:
       sourced per architecture; docs/validation.md)."""
 
     __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
-                 "overlap", "issue_work_per_op")
+                 "overlap", "issue_work_per_op", "exposed_work_per_exp", "exposed_work_per_alu",
+                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte")
 
-    def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int):
+    def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int,
+                 ctas_per_sm: int = 1, active_sms: int = 0):
         instr = getattr(pipeline, "mma_instruction", "wgmma")
         self.sync, self.readers = operand_readers(pipeline, threads_per_cta)
         wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
@@ -189,6 +211,55 @@ class MmaCost:
         # wgmma rate / (128 lanes x clock). ELEMENTWISE_BLOCKS_MMA switches it off.
         self.issue_work_per_op = (wgmma_rate / (ISSUE_LANES_PER_CLOCK_PER_SM * gpu.clock_hz)
                                   if ELEMENTWISE_BLOCKS_MMA else 0.0)
+        # mma.sync kernels (GpuSpec.mma_sync_exposed_fraction_*, measured): the same 1-2
+        # warps per sub-partition issue the MMAs and the softmax, in order, so most of a
+        # softmax phase is not hidden under the other resident CTAs' MMAs; the MMA stream is
+        # held for that fraction of the op's own unit time (exp or ALU), which covers its
+        # issue slots too
+        self.exposed_work_per_exp = self.exposed_work_per_alu = 0.0
+        self.exposed_fraction = 0.0
+        self.wgmma_rate = wgmma_rate
+        self.copy_s_per_byte = copy_issue_s_per_byte(gpu, pipeline)
+        exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
+                   getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
+        if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
+            per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
+            f = exposed[0] if per_sub == 1 else exposed[1]
+            rates = SmRates.of(gpu, dtype)
+            self.exposed_fraction = f
+            self.exposed_work_per_exp = f * wgmma_rate / rates.exp_per_s
+            self.exposed_work_per_alu = f * wgmma_rate / rates.alu_ops_per_s
+            self.issue_work_per_op = 0.0
+        # reduce stores (fp32 atomics) of an mma.sync kernel hold its SM's MMA stream for their
+        # bytes at the rate one SM gets: its own measured limit, or its share of the chip-wide
+        # one when the kernel's CTAs occupy more SMs than that limit feeds
+        # (reduce_sm_bytes_per_s; GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s)
+        self.reduce_work_per_byte = {}
+        if self.sync:
+            for lay in ("fragment", "coalesced"):
+                rate = reduce_sm_bytes_per_s(gpu, lay, active_sms)
+                if rate:
+                    self.reduce_work_per_byte[lay] = wgmma_rate / rate
+
+    def copy_hold(self, issue_s: float) -> float:
+        """Tensor-server work a CTA's copy issue holds the SM's MMA stream for: the warps that
+        issue the copies are the MMA warps (mma.sync kernels), and time they spend on other
+        instructions is not hidden under the other resident warps' MMAs but for the fraction
+        measured for the softmax (GpuSpec.mma_sync_exposed_fraction_*); 0 without it."""
+        return self.exposed_fraction * issue_s * self.wgmma_rate
+
+    def reduce_hold(self, nbytes: int, layout: str) -> float:
+        """Tensor-server work a reduce store holds the SM's MMA stream for: its bytes at the
+        rate one SM gets for its layout (reduce_sm_bytes_per_s); 0 where not measured."""
+        return self.reduce_work_per_byte.get(layout, 0.0) * nbytes
+
+    def elementwise_hold(self, kind: str, count: float) -> float:
+        """Tensor-server work an Exp or Alu op of `count` elements holds the MMA stream for:
+        its issue slots, or for mma.sync kernels with a measured exposed fraction that
+        fraction of the op's unit time."""
+        if self.exposed_work_per_exp:
+            return count * (self.exposed_work_per_exp if kind == "exp" else self.exposed_work_per_alu)
+        return count * self.issue_work_per_op
 
     def operand_bytes(self, op) -> int:
         """Shared-memory bytes the CTA reads for one Mma's operands."""
@@ -212,9 +283,12 @@ class MmaCost:
 def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
     """Seconds the SMs' tensor servers spend on the kernel's Mma ops, summed over SMs:
     MmaCost.work (instruction-class rate and, for mma.sync, the ldmatrix operand reads that
-    hold the same warps) over the server's rate. This, not FLOPs at peak, is the tensor busy
+    hold the same warps) over the server's rate; for an mma.sync kernel with measured exposed
+    fractions also the MMA stream its own warps hold (softmax, copy issue, atomics: the warps
+    that issue the MMAs are doing the other work). This, not FLOPs at peak, is the tensor busy
     time that utilization and the binding resource are judged by."""
     from .schedule import Loop, Mma
+    holds = cost.exposed_fraction > 0.0
 
     def work(program) -> float:
         w = 0.0
@@ -223,6 +297,14 @@ def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> 
                 w += item.count * work(item.body)
             elif isinstance(item, Mma):
                 w += cost.work(item)
+            elif holds:
+                kind = item.kind
+                if kind in ("exp", "alu"):
+                    w += cost.elementwise_hold(kind, item.count)
+                elif kind == "load":
+                    w += cost.copy_hold(item.bytes * cost.copy_s_per_byte)
+                elif kind == "store" and item.reduce:
+                    w += cost.reduce_hold(item.bytes, item.reduce_layout)
         return w
     return sum(count * work(kernel.program(rep)) for rep, count in kernel.classes) \
         / server_flops_per_s
@@ -265,22 +347,35 @@ def time_breakdown(schedule, gpu, result) -> dict:
     problem = schedule.problem
     wgmma_rate = gpu.tensor_flops_per_s_per_sm(problem.dtype) * gpu.sm_count
     out = {"launch_s": gpu.launch_overhead_s * len(schedule.kernels), "kernels": []}
-    totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0, "exp_s": 0.0,
+    totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0,
+              "copy_issue_hold_s": 0.0, "reduce_hold_s": 0.0, "exp_s": 0.0,
               "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                       problem.elem_bytes)
+                       problem.elem_bytes, max(1, occupancy(gpu, kernel.launch)),
+                       kernel.launch.num_ctas)
         t, o = _mma_split(kernel, cost)
         busy = kr.busy_s
         kt = kernel.totals()
         part = {"name": kernel.name, "time_s": kr.time_s,
                 "mma_s": t / wgmma_rate, "mma_operand_reads_s": o / wgmma_rate,
                 # the tensor server held while the softmax's instructions issue (MmaCost)
-                "issue_slots_s": (kt.exp + kt.alu) * cost.issue_work_per_op / wgmma_rate,
+                "issue_slots_s": (cost.elementwise_hold("exp", kt.exp)
+                                  + cost.elementwise_hold("alu", kt.alu)) / wgmma_rate,
+                # the MMA stream held while the MMA warps issue their own copies and while
+                # their reduce stores drain (MmaCost.copy_hold, reduce_hold)
+                "copy_issue_hold_s": cost.copy_hold(
+                    sum(kt.load_bytes.values()) * copy_issue_s_per_byte(gpu, kernel.pipeline))
+                / wgmma_rate,
+                "reduce_hold_s": (cost.reduce_hold(kt.reduce_bytes - kt.reduce_coalesced_bytes,
+                                                   "fragment")
+                                  + cost.reduce_hold(kt.reduce_coalesced_bytes, "coalesced"))
+                / wgmma_rate,
                 "exp_s": busy.get("exp", 0.0) / gpu.sm_count,
                 "alu_s": busy.get("alu", 0.0) / gpu.sm_count,
                 "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0)}
-        covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"],
+        covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"]
+                      + part["copy_issue_hold_s"] + part["reduce_hold_s"],
                       part["exp_s"], part["alu_s"],
                       part["l2_s"], part["dram_s"])
         part["unhidden_s"] = max(0.0, kr.time_s - covered)

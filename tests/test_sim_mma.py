@@ -29,14 +29,29 @@ def test_mma_sync_operands_are_read_by_the_warps_sharing_rows_and_columns():
     assert cost8.operand_bytes(Mma("S=QK^T", 64, 128, 64)) == (2 * 64 * 64 + 4 * 64 * 128) * 2
 
 
-def test_mma_sync_time_is_tensor_time_at_its_rate_plus_operand_time():
+def _mma_sync_times(gpu):
     op = Mma("S=QK^T", 128, 128, 128)
-    cost = MmaCost(H200, "fp16", Pipeline(mma_instruction="mma_sync"), 128, 2)
-    wgmma_rate = H200.tensor_flops_per_s_per_sm("fp16")
-    tensor_s = op.flops / (wgmma_rate * H200.tensor_mma_sync_fraction)
+    cost = MmaCost(gpu, "fp16", Pipeline(mma_instruction="mma_sync"), 128, 2)
+    wgmma_rate = gpu.tensor_flops_per_s_per_sm("fp16")
+    tensor_s = op.flops / (wgmma_rate * gpu.tensor_mma_sync_fraction)
     smem_s = (128 * 128 + 4 * 128 * 128) * 2 / (
-        H200.shared_memory_bandwidth_bytes_per_clock_per_sm * H200.clock_hz)
-    assert cost.work(op) / wgmma_rate == pytest.approx(tensor_s + smem_s)
+        gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz)
+    return cost.work(op) / wgmma_rate, tensor_s, smem_s
+
+
+def test_mma_sync_time_is_tensor_time_at_its_rate_plus_operand_time_where_not_overlapped():
+    # a config saying the operand reads do not overlap (every shipped one says they do since
+    # the fa2b helper: H200/H100 measured, A100 taken as the H200)
+    serial = H200.model_copy(update={"mma_sync_operands_overlap": False})
+    got, tensor_s, smem_s = _mma_sync_times(serial)
+    assert got == pytest.approx(tensor_s + smem_s)
+
+
+def test_mma_sync_time_is_the_slower_of_tensor_and_operand_time_on_hopper():
+    # H200: unrolled ldmatrix + mma.sync run at the slower ceiling (mma_ldsm_h200.json)
+    assert H200.mma_sync_operands_overlap
+    got, tensor_s, smem_s = _mma_sync_times(H200)
+    assert got == pytest.approx(max(tensor_s, smem_s))
 
 
 def test_wgmma_overlaps_its_operand_reads_with_the_tensor_cores():

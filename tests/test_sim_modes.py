@@ -129,8 +129,13 @@ def test_to_dict_has_the_documented_keys():
 
 
 def test_tensor_busy_time_is_mma_sync_flops_plus_ldmatrix_operand_reads():
-    schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100, "fa2")
-    r = simulate(schedule, H100, exact_below_events=0)
+    # on a config whose ldmatrix reads do not overlap mma.sync and that has no measured
+    # exposed fraction (the shipped H100 overlaps them since the fa2b helper)
+    H100s = H100.model_copy(update={"mma_sync_operands_overlap": False,
+                                    "mma_sync_exposed_fraction_one_warp": None,
+                                    "mma_sync_exposed_fraction_two_warps": None})
+    schedule = build_schedule(AttentionProblem(seq_q=1024, heads_q=4), H100s, "fa2")
+    r = simulate(schedule, H100s, exact_below_events=0)
     flops = schedule.totals().mma_flops
     # FA-2 runs mma.sync (at tensor_mma_sync_fraction of the dense rate) and its 4 warps split
     # the 128 Q rows: per KV step, S = Q·Kᵀ reads Q (128×128) once and K (64×128) once per

@@ -240,6 +240,15 @@ def bwd_program(problem, t: Tiling, b: int, h: int) -> tuple:
         kv_outer(problem, t, b, h, bwd_inner(problem, t, b, h), bwd_after(problem, t, b, h))
 
 
+# Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
+# their compute (Pipeline.copy_issue_cycles_per_byte): the committed H200 traces
+# (tests/data/traces/fa1_fwd_*.json, clock64 stamps; iosim.kernels.copy_issue,
+# tests/test_copy_issue_traces.py): K, V, Q, O tiles and the l, m row statistics of a step
+# over their bytes, median over the three traces (79.5 cycles per 16-byte copy per thread at
+# 256 threads). The backward kernel is not traced: 0.
+FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0194
+
+
 # ---- schedule -----------------------------------------------------------------------
 def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
     d, eb = problem.head_dim, problem.elem_bytes
@@ -251,7 +260,8 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels.append(head_kernel("fa1_fwd", problem, t, fwd_smem_bytes(t, d, eb),
                                    fwd_registers(t, d),
                                    lambda b, h: fwd_program(problem, t, b, h),
-                                   Pipeline(stages=t.stages, mma_instruction="mma_sync")))
+                                   Pipeline(stages=t.stages, mma_instruction="mma_sync",
+                                            copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE)))
     if problem.direction in ("bwd", "fwd+bwd"):
         t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
                          {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})

@@ -27,6 +27,19 @@ REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond
 KERNELS = ("iosim", "flash-attn")
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
+# Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
+# their compute (Pipeline.copy_issue_cycles_per_byte; the decode helper's method): the median
+# over the committed H200 traces (tests/data/traces/fa2_fwd_*.json, fa2_bwd_*.json; clock64
+# stamps, iosim.kernels.copy_issue; tests/test_copy_issue_traces.py recomputes them). Forward:
+# K and V tiles (8 copies of 16 B per thread each at both tilings), 47.7 cycles per copy per
+# thread at 128 threads; backward main kernel: a Q-block iteration's Q, dO, LSE, D (the two
+# 4-byte row-statistic loads take ~180 cycles each), 1045 cycles per 33 KB at d 128.
+# flash-attention's kernels (torch flash) also issue their cp.async copies from the computing
+# warps (flash_fwd_kernel.h / flash_bwd_kernel.h: flash::copy of the next K/V or Q/dO tile
+# before the step's GEMMs); their copy loop is not traced: assumed to cost what the project's
+# kernel's costs per byte.
+FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0233
+BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
 
 
 # ---- resources ------------------------------------------------------------------------
@@ -139,7 +152,8 @@ def forward_kernels(problem, t: Tiling) -> tuple:
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
         lambda b, h, i: fwd_program(problem, t, b, h, i),
-        Pipeline(stages=t.stages, mma_instruction="mma_sync"),
+        Pipeline(stages=t.stages, mma_instruction="mma_sync",
+                 copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)
 
 
@@ -245,7 +259,8 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j, kernel),
-                        Pipeline(stages=t.stages, mma_instruction="mma_sync"),
+                        Pipeline(stages=t.stages, mma_instruction="mma_sync",
+                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),

@@ -644,6 +644,44 @@ def atomic_reduction(sm_count: int, ctas_per_sm: int = 2, threads: int = 256,
                       f"timings; checked: sum of the buffer (float64) equals the adds made"}
 
 
+ATOMIC_SCALING_GRIDS = (1, 8, 33, 132, 264)
+
+
+def atomic_scaling(grids=ATOMIC_SCALING_GRIDS, threads: int = 256, target_ms: float = 1.0) -> dict:
+    """Does the fragment-layout red.f32 rate scale with the CTAs issuing it (a per-SM limit:
+    issue, LSU, the SM's path to L2) or saturate (a chip-wide one: L2 slices)? The kernel of
+    atomic_reduction, share 1 (every CTA its own tile, no address contention), for 1 to 2 x
+    sm_count CTAs (one per SM up to sm_count: the launch spreads CTAs over SMs first), in the
+    fragment layout and, for comparison, coalesced; bytes/s in all and per CTA."""
+    import cupy as cp
+    mod = cp.RawModule(code=_ATOMIC_SRC, options=("-std=c++17",))
+    k = mod.get_function("red_tile")
+    tile = ATOMIC_TILE_ROWS * ATOMIC_TILE_COLS
+    rows = []
+    for grid in grids:
+        for layout, lay in (("fragment", 1), ("coalesced", 0)):
+            buf = cp.zeros(grid * tile, dtype=cp.float32)
+
+            def launch(reps):
+                k((grid,), (threads,), (buf, cp.int32(tile), cp.int32(1), cp.int32(grid),
+                                        cp.int32(reps), cp.int32(lay), cp.int32(1)))
+            probe_ms = _time_ms(lambda: launch(4), warmup=1, reps=3)
+            reps = max(4, min(4096, int(4 * target_ms / max(probe_ms, 1e-3))))
+            reps -= reps % grid if reps >= grid else 0
+            buf.fill(0)
+            launch(reps)
+            ok = float(buf.sum(dtype=cp.float64)) == float(grid) * reps * tile
+            ms = _time_ms(lambda: launch(reps), warmup=2, reps=7)
+            nbytes = grid * reps * tile * 4
+            rows.append({"layout": layout, "op": "red.f32", "share": 1, "ctas": grid,
+                         "reps": reps, "ms": ms, "bytes_per_s": nbytes / (ms * 1e-3),
+                         "bytes_per_s_per_cta": nbytes / (ms * 1e-3) / grid, "checked": ok})
+    return {"rows": rows,
+            "method": f"CTAs x {threads} threads, each adds (red.global.add.f32) its own "
+                      f"{ATOMIC_TILE_ROWS}x{ATOMIC_TILE_COLS} fp32 tile per rep (share 1); "
+                      f"bytes = 4 per float; median of 7 CUDA-event timings"}
+
+
 def atomic_table(result: dict) -> str:
     lines = [f"{'layout':10} {'op':11} {'share':>5} {'reps':>5} {'ms':>8} {'GB/s':>9} ok"]
     for r in result["rows"]:
@@ -676,7 +714,19 @@ def main(argv=None):
                     help="run only the fp32 atomic reduction benchmark")
     ap.add_argument("--only-mma-ldsm", action="store_true",
                     help="run only the mma.sync + ldmatrix overlap benchmark")
+    ap.add_argument("--only-atomic-scaling", action="store_true",
+                    help="run only the red.f32 rate vs issuing CTAs (1 to 2 x SMs)")
     args = ap.parse_args(argv)
+    if args.only_atomic_scaling:
+        facts = device_facts()
+        results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
+                   "atomic_scaling": atomic_scaling()}
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        print(atomic_table(results["atomic_scaling"]))
+        for r in results["atomic_scaling"]["rows"]:
+            print(r["layout"], r["ctas"], f"{r['bytes_per_s_per_cta'] / 1e9:.2f} GB/s per CTA")
+        return
     if args.only_mma_ldsm:
         facts = device_facts()
         results = {"device": facts, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),

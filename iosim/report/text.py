@@ -95,6 +95,11 @@ def _simulated(a):
     mma_s, operand_s = b.get("mma_s", 0.0), b.get("mma_operand_reads_s", 0.0)
     issue_s = b.get("issue_slots_s", 0.0)
     busy_s = mma_s + operand_s          # what the tensor server's busy time counts
+    if getattr(g, "mma_sync_exposed_fraction_two_warps", None) is not None and any(
+            k.pipeline.get("mma_instruction", "wgmma") == "mma_sync" for k in a.kernels):
+        # mma.sync with measured exposure: the MMA stream its own warps hold is busy time too
+        busy_s += (b.get("issue_slots_s", 0.0) + b.get("copy_issue_hold_s", 0.0)
+                   + b.get("reduce_hold_s", 0.0))
     scale = b.get("clock_hz", g.clock_hz) / g.clock_hz
     raw_operand_s = a.counters.smem_read_bytes_estimate / (
         g.shared_memory_bandwidth_bytes_per_s * scale)     # all SMs' bandwidth, at the clock
@@ -111,16 +116,30 @@ def _simulated(a):
                                  f"[its work, {seconds(busy_s)} per SM: the lines below]")]
     rows.append(("  MMAs", f"{seconds(mma_s)}  [{rate_note}]"))
     if raw_operand_s:
-        overlap = ("added: the same warps issue ldmatrix, then mma.sync" if sync else
-                   f"overlapped by wgmma; {seconds(operand_s)} beyond the MMAs")
+        if sync and not getattr(g, "mma_sync_operands_overlap", False):
+            overlap = "added: the same warps issue ldmatrix, then mma.sync"
+        else:
+            overlap = (f"overlapped by {'mma.sync' if sync else 'wgmma'}; "
+                       f"{seconds(operand_s)} beyond the MMAs")
         rows.append(("  shared-memory operand reads",
                      f"{seconds(raw_operand_s)}  [{nbytes(a.counters.smem_read_bytes_estimate)} at "
                      f"{si(g.shared_memory_bandwidth_bytes_per_s, 'B/s')}; {overlap}]"
                      + ("  ← binds" if binds and sync and a.bound_by == "tensor cores" else "")))
     if issue_s:
-        rows.append(("MMA stream held by softmax", f"{seconds(issue_s)}  [exp and elementwise "
-                                                   f"instructions issue at 128 lanes/clock; "
-                                                   f"not tensor busy time]"))
+        how = ("the measured exposed fraction of its exp/ALU time"
+               if sync and getattr(g, "mma_sync_exposed_fraction_two_warps", None) is not None else
+               "exp and elementwise instructions issue at 128 lanes/clock")
+        exposed = sync and getattr(g, "mma_sync_exposed_fraction_two_warps", None) is not None
+        rows.append(("MMA stream held by softmax", f"{seconds(issue_s)}  [{how}; "
+                                                   + ("part of the tensor unit's busy time]"
+                                                      if exposed else "not tensor busy time]")))
+    copy_s, reduce_s = b.get("copy_issue_hold_s", 0.0), b.get("reduce_hold_s", 0.0)
+    if copy_s:
+        rows.append(("MMA stream held by copy issue", f"{seconds(copy_s)}  [the MMA warps issue "
+                                                      f"their own cp.async copies]"))
+    if reduce_s:
+        rows.append(("MMA stream held by atomics", f"{seconds(reduce_s)}  [reduce stores at "
+                                                   f"one SM's measured rate]"))
     names = {"exp": "exp units busy", "alu": "ALUs busy", "l2": "L2 busy", "dram": "DRAM busy"}
     for key, label in names.items():
         rows.append((label, f"{util[key]:.0%} = {seconds(util[key] * t)}"))

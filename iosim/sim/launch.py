@@ -22,7 +22,8 @@ def kernel_rates(gpu, dtype: str, kernel) -> SmRates:
 
 def kernel_mma_cost(gpu, problem, kernel) -> MmaCost:
     return MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                   problem.elem_bytes)
+                   problem.elem_bytes, max(1, occupancy(gpu, kernel.launch)),
+                   kernel.launch.num_ctas)
 
 
 def busy_of_program(program, rates) -> tuple:

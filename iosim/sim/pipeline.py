@@ -110,9 +110,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                     stall[MEM] += r - env.now
                     yield env.timeout(r - env.now)
                 if ctx.copy_s_per_byte:             # the thread issues the copies itself
-                    t = op.bytes * ctx.copy_s_per_byte
-                    stall[MEM] += t
-                    yield env.timeout(t)
+                    yield from _copy_issue(ctx, op.bytes * ctx.copy_s_per_byte, stall)
             continue
         if pending_s > env.now:
             stall[MEM] += pending_s - env.now
@@ -122,6 +120,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
                               op.reduce and op.reduce_layout, env.now)
+                if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
+                    _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
+                    t = max(t, f2)
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)
@@ -129,11 +130,13 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
-            if kind != "mma" and ctx.mma is not None and ctx.mma.issue_work_per_op:
-                # issue-slot sharing (machine.MmaCost.issue_work_per_op): the same warps'
+            if kind != "mma" and ctx.mma is not None:
+                # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
                 # MMA stream pauses while they issue elementwise instructions
-                _s, f2 = units.tensor.reserve(now, op.count * share * ctx.mma.issue_work_per_op)
-                finish = max(finish, f2)
+                hold = ctx.mma.elementwise_hold(kind, op.count * share)
+                if hold:
+                    _s, f2 = units.tensor.reserve(now, hold)
+                    finish = max(finish, f2)
             stall[_STALL_SLOT[kind]] += start - now
             yield env.timeout(finish - now)
         # barriers cost nothing beyond the ordering they already impose here
@@ -194,6 +197,19 @@ def issue_lead(stages: int) -> int:
     return max(1, stages) - 1
 
 
+def _copy_issue(ctx, issue_s: float, stall: list):
+    """The CTA's threads issue copies for issue_s (machine.copy_issue_s_per_byte); being its
+    MMA warps, they hold the SM's MMA stream meanwhile for the exposed fraction of that time
+    (machine.MmaCost.copy_hold; nothing where the GPU has no measured fraction). The thread
+    does not wait for the hold: it is MMA throughput the other resident CTAs lose."""
+    if ctx.mma is not None:
+        hold = ctx.mma.copy_hold(issue_s)
+        if hold:
+            ctx.units.tensor.reserve(ctx.env.now, hold)
+    stall[MEM] += issue_s
+    yield ctx.env.timeout(issue_s)
+
+
 def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
     env, var, start, n = ctx.env, loop.var, loop.start, loop.count
     lead = issue_lead(ctx.pipe.stages)
@@ -206,16 +222,14 @@ def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
         ring[j % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                             else _issue(ctx, loads, env_vars))
         if issue_s:
-            ctx.stall[MEM] += issue_s
-            yield env.timeout(issue_s)
+            yield from _copy_issue(ctx, issue_s, ctx.stall)
     for j in range(n):
         if j + lead < n:                      # slot of iteration j − 1 is free again
             env_vars[var] = start + j + lead
             ring[(j + lead) % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                                          else _issue(ctx, loads, env_vars))
             if issue_s:
-                ctx.stall[MEM] += issue_s
-                yield env.timeout(issue_s)
+                yield from _copy_issue(ctx, issue_s, ctx.stall)
         ready = ring[j % stages]
         if ready > env.now:
             ctx.stall[MEM] += ready - env.now
