@@ -53,7 +53,11 @@ def test_fa2_forward_l2_hit_rate_is_near_complete_at_moderate_n():
     r = run(problem, H100, "fa2", mode="exact")
     compulsory_reads = problem.q_bytes() + problem.kv_bytes()
     assert r.l2_hit_rate >= 0.95
-    assert r.dram_read_bytes == compulsory_reads          # Q, K, V each read from DRAM once
+    # Q, K, V each read from DRAM about once: the 35 MiB effective L2 holds far fewer than
+    # the 100 MB, so the heads' CTAs must stay near lockstep; CTAs that drift apart re-read
+    # a few tiles (0.2% with the copy issue and CTA turnover of the merged model)
+    assert r.dram_read_bytes == pytest.approx(compulsory_reads, rel=0.005)
+    assert r.dram_read_bytes >= compulsory_reads
 
 
 def test_fa2_forward_l2_hit_rate_falls_when_heads_in_flight_outgrow_l2():
