@@ -12,14 +12,17 @@ takes R / read_rate + W / write_rate, the rates being the read-only and the writ
 The mixed rows (read shares 3/4, 1/2 = copy, 1/4) are not used to set anything: they check
 that model (`checks` in the JSON: predicted vs measured time of each mixed row).
 
-Run on the GPU machine: `python3 -m iosim.measure.dram_stream -o dram_stream_h200.json`.
+Run on the GPU machine: `python3 -m iosim.measure.dram_stream -o dram_stream_h200.json`
+(the committed runs: `python3 iosim/measure/dram_stream.py`, before its timer moved to
+microbench's).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
+
+from .microbench import _time_ms
 
 _SRC = r"""
 extern "C" __global__ void stream_rw(const float4* __restrict__ src, float4* __restrict__ dst,
@@ -49,21 +52,6 @@ extern "C" __global__ void stream_rw(const float4* __restrict__ src, float4* __r
 MIXES = ((4, 0), (3, 1), (2, 2), (1, 3), (0, 4))
 
 
-def _time_ms(fn, reps: int = 10) -> float:
-    import cupy as cp
-    fn()
-    cp.cuda.Device().synchronize()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
-
-
 def measure(total_bytes: int = 4 << 30) -> dict:
     """Every mix of MIXES moving `total_bytes` (reads + writes) once per timing."""
     import cupy as cp
@@ -79,11 +67,11 @@ def measure(total_bytes: int = 4 << 30) -> dict:
     for reads, writes in MIXES:
         n_vec = total_bytes // 16 // (reads + writes)
         ms = _time_ms(lambda: k((grid,), (block,), (src, dst, cp.int64(n_vec), cp.int32(reads),
-                                                     cp.int32(writes), sink)))
+                                                     cp.int32(writes), sink)), reps=10)
         rb, wb = n_vec * reads * 16, n_vec * writes * 16
         rows.append({"read_bytes": rb, "write_bytes": wb, "ms": ms,
                      "bytes_per_s": (rb + wb) / (ms * 1e-3)})
-    copyto_ms = _time_ms(lambda: cp.copyto(dst, src))   # iosim calibrate's DRAM figure
+    copyto_ms = _time_ms(lambda: cp.copyto(dst, src), reps=10)   # iosim calibrate's DRAM figure
     read_rate = rows[0]["bytes_per_s"]
     write_rate = rows[-1]["bytes_per_s"]
     checks = []
