@@ -150,6 +150,18 @@ def kv_outer(problem, t: Tiling, b, h, inner_of, after_of=None) -> tuple:
     return tuple(prog)
 
 
+def fwd_chunks(bc: int) -> int:
+    """Column chunks fa1_fwd.cu computes a step's S in (CHK = 64, 32 or 16 columns, the largest
+    that divides Bc): the running max rescales the P̃V accumulator once per chunk."""
+    chk = 64 if bc % 64 == 0 else (32 if bc % 32 == 0 else 16)
+    return bc // chk
+
+
+def fwd_warps_per_row_tile(t: Tiling) -> int:
+    """fa1_fwd.cu's WN: warps sharing a 16-row tile when the CTA has more warps than tiles."""
+    return t.warps // min(t.warps, t.block_q // 16)
+
+
 def fwd_inner(problem, t: Tiling, b, h):
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
@@ -162,10 +174,23 @@ def fwd_inner(problem, t: Tiling, b, h):
                Mma("S=QK^T", br, bc, d)]
         if masked or kv_ragged:             # padded Q rows are simply not stored
             ops.append(Alu("mask", br * bc))
-        ops += [Alu("softmax", 3 * br * bc),       # scale-and-max, subtract, row sum
-                Exp("exp", br * bc + 2 * br),      # P̃, e^{m_i − m_new}, e^{m̃ − m_new}
-                Alu("stats", 4 * br),              # m_new, l_new
-                Mma("PV", br, d, bc),
+        # fa1_fwd.cu's softmax, instruction by instruction (S in `chunks` column chunks with
+        # a running max, fwd_chunks): per S element a scale multiply, a max, (s − m)·log2 e
+        # (add, multiply), the row-sum add (5) and half a pack to fp16 for P̃V (one cvt packs
+        # two); per chunk and row the running max's rescale factor e^{m_old − m} (one exp),
+        # the two shuffle steps of max and the l update (4), and the P̃V accumulator's
+        # rescale by it (d multiplies per row per chunk: the kernel rescales O in registers at
+        # every chunk, not once per step)
+        nch = fwd_chunks(bc)
+        wn = fwd_warps_per_row_tile(t)
+        ops += [Alu("softmax", 5 * br * bc + br * bc // 2),
+                Exp("exp", br * bc + br * nch + 2 * br),   # P̃, chunk rescales, e^{m_i − m_new}, e^{m̃ − m_new}
+                Alu("chunk stats", 4 * br * nch),
+                Alu("rescale PV", br * d * nch),
+                Mma("PV", br, d, bc)]
+        if wn > 1:       # (m, l, P̃V) of the WN column groups merged through shared memory
+            ops += [Alu("merge", 2 * (wn - 1) * br * d), Exp("merge", 2 * (wn - 1) * br)]
+        ops += [Alu("stats", 4 * br),              # m_new, l_new
                 Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
                 Store("O", (b, h, "i"), rq, d, rq * d * eb),
                 Store("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
