@@ -101,6 +101,14 @@ def copy_issue_s_per_byte(gpu, pipeline) -> float:
     return cpb / gpu.clock_hz if cpb else 0.0
 
 
+def store_issue_s_per_byte(gpu, pipeline) -> float:
+    """Seconds the computing threads spend per byte of a `thread_issued` store (Store): the
+    kernel's own epilogue loop writing its MMA fragments to global memory
+    (Pipeline.store_issue_cycles_per_byte at the GPU's clock); 0 where not modelled."""
+    cpb = getattr(pipeline, "store_issue_cycles_per_byte", 0.0)
+    return cpb / gpu.clock_hz if cpb else 0.0
+
+
 def cta_turnover_s(gpu) -> float:
     """Seconds an SM slot stays unavailable after its CTA's last instruction: the CTA's
     retirement and the block scheduler's launch of the next CTA into the slot

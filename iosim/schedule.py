@@ -43,7 +43,9 @@ class Store:
     the mma.sync accumulator fragment, 8 rows x 4 lanes x 2 floats: fa2_bwd.cu's atomicAdd) or
     "coalesced" (a warp adds 32 consecutive floats, 128 bytes: flash-attention's dQaccum,
     GmemTiledCopydQaccumAtomicAdd in csrc/flash_attn/src/kernel_traits.h). Each layout has its
-    measured rate (machine.reduce_l2_costs)."""
+    measured rate (machine.reduce_l2_costs). `thread_issued`: the computing threads write it
+    themselves from their MMA fragments (plain st.global, 4 bytes a lane: FA-1's O epilogue),
+    which takes them Pipeline.store_issue_cycles_per_byte per byte, in series with compute."""
 
     tensor: str
     coord: Coord
@@ -52,6 +54,7 @@ class Store:
     bytes: int
     reduce: bool = False
     reduce_layout: str = "fragment"
+    thread_issued: bool = False
     kind = "store"
 
 
@@ -257,6 +260,8 @@ class Pipeline:
       thread / (16 × threads)), in series with their compute
       (machine.copy_issue_s_per_byte); 0: not modelled (the kernel's copy issue is not
       measured, or a producer/TMA issues it).
+    store_issue_cycles_per_byte: the same for the bytes of its `thread_issued` stores
+      (machine.store_issue_s_per_byte); 0: not modelled.
     """
 
     stages: int = 1
@@ -265,6 +270,7 @@ class Pipeline:
     intra_overlap: bool = False
     mma_instruction: str = "wgmma"
     copy_issue_cycles_per_byte: float = 0.0
+    store_issue_cycles_per_byte: float = 0.0
     separate_kv_release: bool = True
 
 

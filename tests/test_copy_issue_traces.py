@@ -106,3 +106,32 @@ def test_reduce_rate_of_one_sm_is_its_limit_or_its_share_of_the_chip():
     assert reduce_sm_bytes_per_s(H200, "fragment", 0) == pytest.approx(chip / H200.sm_count)
     assert reduce_sm_bytes_per_s(H200, "coalesced", 1) == H200.l2_reduce_coalesced_sm_bandwidth_bytes_per_s
     assert reduce_sm_bytes_per_s(load_gpu("a100"), "fragment", 1) is None
+
+
+def test_fa1_store_issue_constant_is_the_traces_slope():
+    """fa1.FWD_STORE_ISSUE_CYCLES_PER_BYTE: the PV -> O-store gap's growth per stored byte
+    (full Q blocks against the ragged last one), mean over the traces that have both sizes."""
+    from iosim.kernels.copy_issue import store_issue_slope
+    slopes = [store_issue_slope(json.loads(Path(f).read_text()), "fa1_fwd", "PV", "O")
+              for f in sorted(glob.glob(str(TRACES / "fa1_fwd_*.json")))]
+    slopes = [s for s in slopes if s is not None]
+    assert len(slopes) == 2
+    assert 0.04 < min(slopes) and max(slopes) < 0.07      # ~7 cycles per 128-byte warp store
+    assert fa1.FWD_STORE_ISSUE_CYCLES_PER_BYTE == pytest.approx(float(np.mean(slopes)), rel=0.02)
+
+
+def test_thread_issued_store_holds_the_cta():
+    """A thread-issued O store of B bytes adds B x store_issue_cycles_per_byte / clock to a
+    lone CTA's exact-mode time (FA-1 forward with the figure against without it)."""
+    from iosim.sim import simulate
+    p = AttentionProblem(batch=1, heads_q=1, seq_q=256, seq_kv=256, head_dim=128)
+    s = build_schedule(p, "h200", "fa1", block_q=128, block_kv=224, warps=8)
+    k = s.kernels[0]
+    bare = k.__class__(**{**{f: getattr(k, f) for f in k.__dataclass_fields__},
+                          "pipeline": Pipeline(**{**k.pipeline.__dict__, "store_issue_cycles_per_byte": 0.0})})
+    gpu = H200.model_copy(update={"cta_turnover_cycles": None})
+    t_with = simulate(s, gpu, mode="exact").time_s
+    t_bare = simulate(s.__class__(**{**s.__dict__, "kernels": (bare,)}), gpu, mode="exact").time_s
+    o_bytes = 4 * 128 * 128 * 2                      # 2 j blocks x 2 i blocks of 128 x 128 fp16
+    expect = o_bytes * fa1.FWD_STORE_ISSUE_CYCLES_PER_BYTE / gpu.clock_hz
+    assert t_with - t_bare == pytest.approx(expect, rel=0.05)

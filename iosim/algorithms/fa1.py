@@ -192,7 +192,8 @@ def fwd_inner(problem, t: Tiling, b, h):
             ops += [Alu("merge", 2 * (wn - 1) * br * d), Exp("merge", 2 * (wn - 1) * br)]
         ops += [Alu("stats", 4 * br),              # m_new, l_new
                 Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
-                Store("O", (b, h, "i"), rq, d, rq * d * eb),
+                # written by the threads from their P̃V fragments (FWD_STORE_ISSUE_...)
+                Store("O", (b, h, "i"), rq, d, rq * d * eb, thread_issued=True),
                 Store("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
                 Store("m", (b, h, "i"), rq, 1, rq * STAT_BYTES)]
         return tuple(ops)
@@ -273,6 +274,19 @@ def bwd_program(problem, t: Tiling, b: int, h: int) -> tuple:
 # 256 threads). The backward kernel is not traced: 0.
 FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0194
 
+# Cycles the CTA's threads spend per byte of the O_i they write back at every step
+# (Pipeline.store_issue_cycles_per_byte, Store.thread_issued): fa1_fwd.cu's epilogue reads the
+# old O_i from shared memory and stores the new one straight from the P̃V fragments, one
+# 4-byte st.global per lane, so a warp instruction writes 8 rows x 16 bytes (8 lines) and the
+# loop costs ~7 cycles per 128 bytes. Measured from the committed H200 traces
+# (tests/data/traces/fa1_fwd_*.json, iosim.kernels.copy_issue.store_issue_slope,
+# tests/test_copy_issue_traces.py): the PV -> O-store stamp gap of full Q blocks against
+# that of the ragged last block of the same trace (only the stored rows differ), over the
+# stored bytes' difference; mean of the two traces that have both (d 128: 0.0529, d 64:
+# 0.0572). The gap's fixed part (the row statistics' shuffles, exps, division: ~800 cycles
+# at d 128 against the schedule's ~390 of ALU work) is not in this figure.
+FWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0550
+
 
 # ---- schedule -----------------------------------------------------------------------
 def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
@@ -286,7 +300,8 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
                                    fwd_registers(t, d),
                                    lambda b, h: fwd_program(problem, t, b, h),
                                    Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                            copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE)))
+                                            copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE,
+                                            store_issue_cycles_per_byte=FWD_STORE_ISSUE_CYCLES_PER_BYTE)))
     if problem.direction in ("bwd", "fwd+bwd"):
         t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
                          {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})

@@ -71,3 +71,22 @@ def cycles_per_byte(samples: dict, tile_bytes: dict, same_as: dict | None = None
         cyc += float(np.median(s))
         byt += nbytes
     return cyc / byt
+
+
+def store_issue_slope(trace: dict, kernel: str, after: str, store: str) -> float | None:
+    """Cycles per stored byte of a store the threads write themselves (Store.thread_issued):
+    the clock64 gap from the `after` op's stamp to the `store` tile's stamp, median per stored
+    byte count, between the largest and the smallest count of the trace (same code, only the
+    stored rows differ: the fixed part and the trace write cancel); None with one count."""
+    k = _kernel(trace, kernel)
+    names = k["names"]
+    a_id, s_id = names.index(after), names.index(store)
+    gaps: dict = {}
+    for events in k["ctas"]:
+        for a, b in zip(events, events[1:]):
+            if a[0] != LOAD and a[0] != STORE and a[1] == a_id and b[0] == STORE and b[1] == s_id:
+                gaps.setdefault(b[3], []).append(b[6] - a[6])
+    if len(gaps) < 2:
+        return None
+    lo, hi = min(gaps), max(gaps)
+    return (float(np.median(gaps[hi])) - float(np.median(gaps[lo]))) / (hi - lo)

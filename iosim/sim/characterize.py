@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, reduce_l2_costs
+from ..machine import copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate, reduce_l2_costs
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -95,7 +95,8 @@ class Characterizer:
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
                              l2_queue_position, reduce_l2_costs(gpu))
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
-        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s) for _ in range(k)]
+        store_s = store_issue_s_per_byte(self.gpu, self.pipe)
+        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s) for _ in range(k)]
         ends = [0.0] * k
 
         def cta(i: int):

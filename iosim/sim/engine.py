@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import simpy
 
-from ..machine import (SmRates, copy_issue_s_per_byte, cta_turnover_s, dram_read_rate,
+from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
                        dram_write_cost, reduce_l2_costs, tensor_server_busy_s)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
@@ -41,12 +41,13 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         k_rates = kernel_rates(gpu, dtype, kernel)
         mma = kernel_mma_cost(gpu, schedule.problem, kernel)
         copy_s = copy_issue_s_per_byte(gpu, kernel.pipeline)
+        store_s = store_issue_s_per_byte(gpu, kernel.pipeline)
         picker = SlotPicker(gpu.sm_count, occ)
         state = {"next": 0, "left": n}
         done = env.event()
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s)
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})

@@ -43,13 +43,16 @@ class CtaContext:
     the cost of its Mma ops on the tensor server (compute.MmaCost; None: FLOPs), and the
     seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
-    __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte")
+    __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte",
+                 "store_s_per_byte")
 
-    def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0):
+    def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0,
+                 store_s_per_byte: float = 0.0):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
         self.mma = mma
         self.copy_s_per_byte = copy_s_per_byte
+        self.store_s_per_byte = store_s_per_byte      # machine.store_issue_s_per_byte
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -117,6 +120,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             yield env.timeout(pending_s - env.now)
         pending_s = -1.0
         if kind == "store":
+            if do_memory and op.thread_issued and ctx.store_s_per_byte:
+                # the threads write the tile from registers themselves (Store.thread_issued)
+                yield from _copy_issue(ctx, op.bytes * ctx.store_s_per_byte, stall)
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
                               op.reduce and op.reduce_layout, env.now)
