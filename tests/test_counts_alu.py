@@ -70,12 +70,19 @@ def gqa_reduce_alu(p, bc):
     return p.batch * p.heads_q * cdiv(p.seq_kv, bc) * 2 * bc * p.head_dim
 
 
-def fa1_fwd_expected(p, br, bc):
+def fa1_fwd_expected(p, br, bc, warps):
+    """fa1_fwd.cu counted from its source: per S element scale, max, subtract, ·log2 e, sum and
+    half a pack (5.5); per row and chunk (largest of 64/32/16 columns dividing Bc) 4 stats ops,
+    one exp and d multiplies rescaling P̃V; WN warps per 16-row tile merge with 2 exps per row
+    and 2 ops per P̃V element per extra group; then m_new, l_new (4 per row), O update (3 d)."""
     d, heads = p.head_dim, p.batch * p.heads_q
     n, masked, _ = pair_classes(p, br, bc)
-    per_pair = 3 * br * bc + 4 * br + 3 * br * d
+    chunks = bc // next(c for c in (64, 32, 16) if bc % c == 0)
+    wn = warps // min(warps, br // 16)
+    per_pair = (5 * br * bc + br * bc // 2 + 4 * br * chunks + br * d * chunks
+                + 2 * (wn - 1) * br * d + 4 * br + 3 * br * d)
     return dict(alu=heads * (n * per_pair + masked * br * bc),
-                exp=heads * n * (br * bc + 2 * br))
+                exp=heads * n * (br * bc + chunks * br + 2 * br + 2 * (wn - 1) * br))
 
 
 def fa1_bwd_expected(p, br, bc):
@@ -152,8 +159,10 @@ def totals(p, algorithm, tile, direction):
 @settings(max_examples=40, deadline=None)
 @given(problems, st.sampled_from([None, (64, 64), (32, 128), (48, 80)]))
 def test_fa1_forward_alu_and_exp_equal_the_closed_form(p, tile):
-    got, br, bc = totals(p, "fa1", tile, "fwd")
-    assert (got.alu, got.exp) == tuple(fa1_fwd_expected(p, br, bc).values())
+    s = build_schedule(p, H100, "fa1", **({} if tile is None else dict(block_q=tile[0], block_kv=tile[1])))
+    t = s.tiling["fwd"]
+    got = s.totals()
+    assert (got.alu, got.exp) == tuple(fa1_fwd_expected(p, t.block_q, t.block_kv, t.warps).values())
 
 
 @settings(max_examples=40, deadline=None)
@@ -164,12 +173,13 @@ def test_fa1_backward_alu_and_exp_equal_the_closed_form(p, tile):
 
 
 def test_fa1_forward_alu_of_one_head_by_hand():
-    # N = 256, d = 64, Br = Bc = 64, not causal: 4 × 4 = 16 pairs, none masked;
-    # per pair 3·64·64 (softmax) + 4·64 (stats) + 3·64·64 (update O) = 24,832
+    # N = 256, d = 64, Br = Bc = 64 (one 64-column chunk), 4 warps (one per 16-row tile), not
+    # causal: 4 × 4 = 16 pairs, none masked; per pair 5.5·64·64 (softmax) + 4·64 (chunk
+    # stats) + 64·64 (P̃V rescale) + 4·64 (stats) + 3·64·64 (update O) = 39,424
     p = AttentionProblem(heads_q=1, seq_q=256, head_dim=64)
-    got = build_schedule(p, H100, "fa1", block_q=64, block_kv=64).totals()
-    assert got.alu == 16 * 24_832
-    assert got.exp == 16 * (64 * 64 + 2 * 64)
+    got = build_schedule(p, H100, "fa1", block_q=64, block_kv=64, warps=4).totals()
+    assert got.alu == 16 * 39_424
+    assert got.exp == 16 * (64 * 64 + 64 + 2 * 64)
 
 
 # ---- FA-2 backward ------------------------------------------------------------------------

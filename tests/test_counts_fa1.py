@@ -19,9 +19,13 @@ def pair_rows(p, br, bc):
     return int(vis.sum()), int((vis * valid_rows(p.seq_q, br)[:, None]).sum())
 
 
-def fwd_expected(p, br, bc):
+def fwd_expected(p, br, bc, warps=4):
     d, eb, heads = p.head_dim, p.elem_bytes, p.batch * p.heads_q
     n, q_rows = pair_rows(p, br, bc)
+    # fa1_fwd.cu: S in chunks of the largest of 64, 32, 16 columns dividing Bc, one running-max
+    # rescale exp per row per chunk; WN warps per 16-row tile merged with 2 exps per row each
+    chunks = bc // next(c for c in (64, 32, 16) if bc % c == 0)
+    wn = warps // min(warps, br // 16)
     nq, nkv = p.seq_q, p.seq_kv
     return dict(
         # K_j, V_j once per j; Q_i, O_i, l_i, m_i once per visited (i, j)
@@ -31,7 +35,8 @@ def fwd_expected(p, br, bc):
         # initialisation (O = 0, l = 0, m = −∞), then O_i, l_i, m_i at every visited (i, j)
         stores={"O": heads * (nq + q_rows) * d * eb, "l": heads * (nq + q_rows) * F32,
                 "m": heads * (nq + q_rows) * F32},
-        flops=heads * n * 4 * br * bc * d, exp=heads * n * (br * bc + 2 * br))
+        flops=heads * n * 4 * br * bc * d,
+        exp=heads * n * (br * bc + chunks * br + 2 * br + 2 * (wn - 1) * br))
 
 
 def bwd_expected(p, br, bc):
@@ -74,7 +79,7 @@ def build(p, tile):
 def test_forward_totals_equal_the_closed_form(p, tile):
     s = build(p, tile)
     t = s.tiling["fwd"]
-    want = fwd_expected(p, t.block_q, t.block_kv)
+    want = fwd_expected(p, t.block_q, t.block_kv, t.warps)
     got = s.totals()
     assert dict(got.load_bytes) == want["loads"]
     assert dict(got.store_bytes) == want["stores"]

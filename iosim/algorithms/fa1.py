@@ -183,13 +183,16 @@ def fwd_inner(problem, t: Tiling, b, h):
         # every chunk, not once per step)
         nch = fwd_chunks(bc)
         wn = fwd_warps_per_row_tile(t)
+        # (m, l, P̃V) of the WN column groups merged through shared memory: 2 exps per row and
+        # group, 2 ops per P̃V element and group (one Exp op: the kernel records one exp phase)
         ops += [Alu("softmax", 5 * br * bc + br * bc // 2),
-                Exp("exp", br * bc + br * nch + 2 * br),   # P̃, chunk rescales, e^{m_i − m_new}, e^{m̃ − m_new}
+                # P̃, chunk rescales, e^{m_i − m_new}, e^{m̃ − m_new}, the merge's
+                Exp("exp", br * bc + br * nch + 2 * br + 2 * (wn - 1) * br),
                 Alu("chunk stats", 4 * br * nch),
                 Alu("rescale PV", br * d * nch),
                 Mma("PV", br, d, bc)]
-        if wn > 1:       # (m, l, P̃V) of the WN column groups merged through shared memory
-            ops += [Alu("merge", 2 * (wn - 1) * br * d), Exp("merge", 2 * (wn - 1) * br)]
+        if wn > 1:
+            ops.append(Alu("merge", 2 * (wn - 1) * br * d))
         ops += [Alu("stats", 4 * br),              # m_new, l_new
                 Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
                 # written by the threads from their P̃V fragments (FWD_STORE_ISSUE_...)
