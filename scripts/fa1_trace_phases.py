@@ -1,3 +1,6 @@
+"""FA-1 forward traces (tests/data/traces/fa1_fwd_*.json) phase by phase: clock64 gap between consecutive
+records less one 171-cycle trace write (median/min/max per pair of events), and each CTA's span less its
+recording against exact mode's CTA time. Run from the repository root: python scripts/fa1_trace_phases.py"""
 import json, glob, numpy as np, sys
 sys.path.insert(0,'tests')
 from iosim.kernels.trace import Trace, cta_span_ns, record_overhead_cycles
