@@ -127,6 +127,8 @@ def main(argv=None) -> int:
             if args.cache:
                 cache[key] = {"time_s": ex_t, "dram_bytes": ex_d, "cpu_s": round(cpu_s, 2),
                               "fingerprint": fingerprint}
+                cache = {k: v for k, v in cache.items()           # stale entries: dropped
+                         if v.get("fingerprint") == fingerprint}
                 with open(args.cache, "w") as f:
                     json.dump(cache, f, indent=1, sort_keys=True)
         t1 = time.perf_counter()

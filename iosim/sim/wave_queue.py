@@ -32,7 +32,7 @@ from .dispatch import SlotPicker
 from .memory import ExactMemory, Server, TileLru
 from .pipeline import CtaContext, run_program
 
-WAVE_ITERATIONS = 16     # loop iterations each wave CTA runs (settled: characterize's t1 = 8)
+WAVE_ITERATIONS = 12     # loop iterations each wave CTA runs (4 warm-up, 6 counted, 2 drain)
 WARMUP_ITERATIONS = 4    # first iterations not counted (the dispatch burst, pipeline fill)
 DRAIN_ITERATIONS = 2     # last iterations not counted (CTAs leave, the queue drains)
 WAVES = 3                # waves simulated; the first (a lockstep transient) is not counted
