@@ -74,9 +74,10 @@ def main(argv=None) -> int:
                     help="comma-separated problem indices (0-based) to run; the others are "
                          "drawn and skipped")
     ap.add_argument("--only-exact", action="store_true", help="fill the cache only")
-    ap.add_argument("--replay-queue", action="store_true",
-                    help="the fast mode's L2 FIFO queueing from the replay's queue position "
-                         "(the model before wave_queue.py), for comparison")
+    ap.add_argument("--wave-queue", action="store_true",
+                    help="the fast mode's L2 FIFO waits from a short exact simulation of each "
+                         "kernel's waves (simulate(..., l2_queue_from_wave=True), "
+                         "sim/wave_queue.py) instead of the replay's queue position")
     args = ap.parse_args(argv)
     cache = json.load(open(args.cache)) if args.cache and os.path.exists(args.cache) else {}
     only = {int(i) for i in args.only.split(",") if i}
@@ -135,8 +136,8 @@ def main(argv=None) -> int:
         if args.only_exact:
             print(f"{index:3d} {algo:8s} exact {ex_t * 1e6:11.3f} us", flush=True)
             continue
-        fast = simulate(schedule, gpu, **({"l2_queue_from_wave": False}
-                                          if args.replay_queue else {}))
+        fast = simulate(schedule, gpu, **({"l2_queue_from_wave": True}
+                                          if args.wave_queue else {}))
         t2 = time.perf_counter()
         et = rel(fast.time_s, ex_t)
         ed = rel(fast.dram_read_bytes + fast.dram_write_bytes, ex_d)

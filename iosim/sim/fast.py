@@ -447,7 +447,7 @@ def _memory_ops(items):
 
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
-                  time_protocol: str | None = None, l2_queue_from_wave: bool = True):
+                  time_protocol: str | None = None, l2_queue_from_wave: bool = False):
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
     timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
     time_protocol = time_protocol or l2_protocol
@@ -488,8 +488,9 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    # the L2 FIFO queueing: from a short exact simulation of each kernel's wave
-    # (wave_queue.py), or the replay's queue position (l2_queue_from_wave=False)
+    # the L2 FIFO queueing: the replay's queue position, or (l2_queue_from_wave=True, not the
+    # default: docs/simulator.md says why) from a short exact simulation of each kernel's
+    # waves (wave_queue.py)
     l2_queue = ([wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
                  for k, i, c in zip(schedule.kernels, infos, characterizers)]
                 if l2_queue_from_wave else timed.l2_queue)
