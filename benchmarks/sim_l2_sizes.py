@@ -4,7 +4,10 @@ FA-2 forward, batch 1, 32 heads, d 128, fp16, on the H100 config with only
 `l2_capacity_bytes` changed (as check 08-core-l2-monotone builds them): N = 65,536 at
 L2 = 10/20/30/40/60/80 MiB and N = 16,384 at 4/8 MiB. Exact mode is the reference; its
 results are slow (minutes per point), so they are kept in a JSON cache keyed by the point
-(--cache; the exact engine's semantics are the cache's validity: delete it when they change).
+(--cache). Entries carry the fingerprint of the exact engine's sources and the GPU spec they
+were computed under (exact_fingerprint.py); the output names the entries whose fingerprint is
+missing or differs (stale: the cost model, the schedule or the engine changed since), and
+--refresh-stale recomputes them (minutes per point).
 
     python benchmarks/sim_l2_sizes.py [--cache benchmarks/results/sim_l2_sizes_exact.json]
                                       [--only-exact] [--only-fast]
@@ -21,6 +24,8 @@ import time
 
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.sim import simulate
+
+from exact_fingerprint import exact_fingerprint
 
 POINTS = [(65536, mib) for mib in (10, 20, 30, 40, 60, 80)] + [(16384, 4), (16384, 8)]
 
@@ -40,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only-fast", action="store_true", help="fast mode only (no exact runs)")
     ap.add_argument("--seqs", default="", help="comma-separated subset of N")
     ap.add_argument("--mibs", default="", help="comma-separated subset of L2 sizes (MiB)")
+    ap.add_argument("--refresh-stale", action="store_true",
+                    help="recompute cached exact results of another fingerprint")
     args = ap.parse_args(argv)
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
     seqs = {int(s) for s in args.seqs.split(",") if s}
@@ -50,7 +57,7 @@ def main(argv=None) -> int:
     print(f"{'N':>6s} {'L2_MiB':>6s} {'exact_GB':>9s} {'fast_GB':>9s} {'err':>8s} "
           f"{'fast_cpu_s':>11s} {'R':>4s} {'replayed_ctas':>13s}")
     prev = {}
-    rows = []
+    rows, stale = [], []
     for seq, mib in POINTS:
         if (seqs and seq not in seqs) or (mibs and mib not in mibs):
             continue
@@ -58,11 +65,15 @@ def main(argv=None) -> int:
         schedule = build_schedule(AttentionProblem(seq_q=seq, heads_q=32, head_dim=128), gpu,
                                   "fa2")
         key = point_key(seq, mib)
-        if key not in cache and not args.only_fast:
+        fingerprint = exact_fingerprint(gpu)
+        fresh = key in cache and cache[key].get("fingerprint") == fingerprint
+        if key in cache and not fresh:
+            stale.append(key)
+        if (key not in cache or (not fresh and args.refresh_stale)) and not args.only_fast:
             t0 = time.process_time()
             ex = simulate(schedule, gpu, "exact")
             cache[key] = {"dram_bytes": dram(ex), "time_s": ex.time_s,
-                          "cpu_s": time.process_time() - t0}
+                          "cpu_s": time.process_time() - t0, "fingerprint": fingerprint}
             with open(args.cache, "w") as f:
                 json.dump(cache, f, indent=1, sort_keys=True)
         if args.only_exact:
@@ -83,6 +94,10 @@ def main(argv=None) -> int:
     if rows:
         print(f"# max |err| {max(abs(e) for e in rows):.2%}; exact mode from {args.cache} "
               f"(cpu_s there: {sum(v.get('cpu_s', 0) for v in cache.values()):.0f} s in all)")
+    if stale:
+        print(f"# {len(stale)} cached exact results of another (or no) engine fingerprint "
+              f"{'recomputed' if args.refresh_stale else '(stale: --refresh-stale recomputes)'}: "
+              + ", ".join(stale))
     return 0
 
 

@@ -13,9 +13,11 @@ exact mode.
                                              [--min-events 150000] [--max-events 400000]
 
 The output committed in docs/sim_random_problems.txt was produced with
-`--cache benchmarks/results/sim_random_problems_exact.json` (exact mode's time and DRAM bytes
-per problem, computed by this script with the same exact engine; delete the cache when exact
-mode's semantics change).
+`--cache benchmarks/results/sim_random_problems_exact.json` (exact mode's time, DRAM bytes and
+CPU seconds per problem, computed by this script with the same exact engine). Each entry
+carries the fingerprint of the exact engine's sources and the GPU spec it was computed under
+(exact_fingerprint.py): an entry of another fingerprint is stale and is recomputed, so a
+change to the cost model, a schedule generator or the engine refreshes the cache.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ import time
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.errors import IosimError
 from iosim.sim import EXACT_BELOW_EVENTS, simulate, tile_events
+
+from exact_fingerprint import exact_fingerprint
 
 ALGOS = ("standard", "fa1", "fa2", "fa3", "square")
 HEAD_DIMS = (64, 128)
@@ -70,10 +74,15 @@ def main(argv=None) -> int:
                     help="comma-separated problem indices (0-based) to run; the others are "
                          "drawn and skipped")
     ap.add_argument("--only-exact", action="store_true", help="fill the cache only")
+    ap.add_argument("--wave-queue", action="store_true",
+                    help="the fast mode's L2 FIFO waits from a short exact simulation of each "
+                         "kernel's waves (simulate(..., l2_queue_from_wave=True), "
+                         "sim/wave_queue.py) instead of the replay's queue position")
     args = ap.parse_args(argv)
     cache = json.load(open(args.cache)) if args.cache and os.path.exists(args.cache) else {}
     only = {int(i) for i in args.only.split(",") if i}
     gpu = load_gpu(args.gpu)
+    fingerprint = exact_fingerprint(gpu)
     rng = random.Random(args.seed)
     print(f"# iosim: fast (default) vs exact mode on {gpu.name}, "
           f"{args.problems} random problems, seed {args.seed}; python "
@@ -86,7 +95,7 @@ def main(argv=None) -> int:
     print(f"{'#':>3s} {'algo':8s} {'B':>2s} {'Hq':>3s} {'Hkv':>3s} {'Nq':>5s} {'Nkv':>5s} {'d':>3s} "
           f"{'causal':>6s} {'dir':>7s} {'events':>8s} {'t_exact_us':>11s} {'err_t':>8s} "
           f"{'err_dram':>8s} {'wall_exact':>10s} {'wall_fast':>9s}")
-    errs_t, errs_d, drawn, index, cached = [], [], 0, -1, 0
+    errs_t, errs_d, drawn, index, cached, stale, exact_cpu_s = [], [], 0, -1, 0, 0, 0.0
     while index + 1 < args.problems:
         algo, shape = draw(rng)
         drawn += 1
@@ -102,23 +111,33 @@ def main(argv=None) -> int:
             continue
         key = f"{args.gpu} {algo} " + json.dumps(shape, sort_keys=True)
         t0 = time.perf_counter()
-        if key in cache:
-            ex_t, ex_d, wall_ex = cache[key]["time_s"], cache[key]["dram_bytes"], float("nan")
+        hit = cache.get(key)
+        if hit is not None and hit.get("fingerprint") == fingerprint:
+            ex_t, ex_d, wall_ex = hit["time_s"], hit["dram_bytes"], float("nan")
+            exact_cpu_s += hit.get("cpu_s", float("nan"))
             cached += 1
         else:
+            stale += hit is not None
+            c0 = time.process_time()
             exact = simulate(schedule, gpu, "exact")
             ex_t = exact.time_s
             ex_d = exact.dram_read_bytes + exact.dram_write_bytes
             wall_ex = time.perf_counter() - t0
+            cpu_s = time.process_time() - c0
+            exact_cpu_s += cpu_s
             if args.cache:
-                cache[key] = {"time_s": ex_t, "dram_bytes": ex_d}
+                cache[key] = {"time_s": ex_t, "dram_bytes": ex_d, "cpu_s": round(cpu_s, 2),
+                              "fingerprint": fingerprint}
+                cache = {k: v for k, v in cache.items()           # stale entries: dropped
+                         if v.get("fingerprint") == fingerprint}
                 with open(args.cache, "w") as f:
                     json.dump(cache, f, indent=1, sort_keys=True)
         t1 = time.perf_counter()
         if args.only_exact:
             print(f"{index:3d} {algo:8s} exact {ex_t * 1e6:11.3f} us", flush=True)
             continue
-        fast = simulate(schedule, gpu)
+        fast = simulate(schedule, gpu, **({"l2_queue_from_wave": True}
+                                          if args.wave_queue else {}))
         t2 = time.perf_counter()
         et = rel(fast.time_s, ex_t)
         ed = rel(fast.dram_read_bytes + fast.dram_write_bytes, ex_d)
@@ -129,6 +148,9 @@ def main(argv=None) -> int:
               f"{str(shape['causal']):>6s} {shape['direction']:>7s} {events:8d} "
               f"{ex_t * 1e6:11.3f} {et:+8.2%} {ed:+8.2%} {wall_ex:10.2f} {t2 - t1:9.2f}",
               flush=True)
+    print(f"# exact engine fingerprint {fingerprint}; exact mode's CPU time over these "
+          f"problems {exact_cpu_s:.0f} s"
+          + (f"; {stale} stale cache entries recomputed" if stale else ""))
     if not errs_t:
         return 0
     print(f"# {len(errs_t)} problems ({drawn} drawn); |err_t| median "

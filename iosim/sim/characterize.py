@@ -26,6 +26,7 @@ from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
 from .pipeline import CtaContext, run_program
+from .wave_queue import WaveQueue
 
 VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
 
@@ -89,11 +90,12 @@ class Characterizer:
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
-        miss_items, l2_queue_position = miss
+        miss_items, queue = miss     # queue: the L2 queue position, or a WaveQueue
+        fifo = queue.as_dict() if isinstance(queue, WaveQueue) else None
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(dram_read_rate(gpu)),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
-                             l2_queue_position, reduce_l2_costs(gpu))
+                             0.0 if fifo is not None else queue, reduce_l2_costs(gpu), fifo)
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
         ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s) for _ in range(k)]

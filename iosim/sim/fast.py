@@ -23,6 +23,7 @@ from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, replay
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
+from .wave_queue import wave_queue
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
 
@@ -446,7 +447,7 @@ def _memory_ops(items):
 
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
-                  time_protocol: str | None = None):
+                  time_protocol: str | None = None, l2_queue_from_wave: bool = False):
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
     timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
     time_protocol = time_protocol or l2_protocol
@@ -487,10 +488,16 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
+    # the L2 FIFO queueing: the replay's queue position, or (l2_queue_from_wave=True, not the
+    # default: docs/simulator.md says why) from a short exact simulation of each kernel's
+    # waves (wave_queue.py)
+    l2_queue = ([wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
+                 for k, i, c in zip(schedule.kernels, infos, characterizers)]
+                if l2_queue_from_wave else timed.l2_queue)
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
-                                       tail_miss=timed.tail_miss, l2_queue=timed.l2_queue,
+                                       tail_miss=timed.tail_miss, l2_queue=l2_queue,
                                        store_fill=timed.store_fill)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))

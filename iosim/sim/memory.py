@@ -201,15 +201,26 @@ class ExpectedMemory:
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
-                 reduce_cost: dict | None = None):
+                 reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None):
         self.l2_server, self.dram_server = l2_server, dram_server
         self.reduce_cost = reduce_cost or {}
         self.l2_queue_factor = 1.0 + l2_queue_position
+        # (kind, tensor) → the L2 FIFO wait exact mode's wave gives such a request
+        # (wave_queue.py); when given, it replaces the queue factor
+        self.l2_fifo_wait_s = l2_fifo_wait_s
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
         self.miss_probability = miss_probability
 
+    def _l2_done(self, kind: str, tensor: str, nbytes: float, now_s: float) -> float:
+        """When the request's L2 transfer ends: after its FIFO wait (the wave's, or the queue
+        factor's) and behind this SM's own earlier requests."""
+        waits = self.l2_fifo_wait_s
+        if waits is None:
+            return self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)[1]
+        return self.l2_server.reserve(now_s + waits.get((kind, tensor), 0.0), nbytes)[1]
+
     def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)
+        l2_done_s = self._l2_done("load", tensor, nbytes, now_s)
         p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
         # a miss waits for the tile's transfer and the DRAM latency; a hit on a line in
         # flight waits for what is left of that fetch: p_latency is the expected fraction
@@ -221,5 +232,4 @@ class ExpectedMemory:
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float) -> float:
         port_bytes = nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else 1.0)
-        _, l2_done_s = self.l2_server.reserve(now_s, port_bytes * self.l2_queue_factor)
-        return l2_done_s
+        return self._l2_done("store", tensor, port_bytes, now_s)

@@ -1,0 +1,146 @@
+"""Fast mode: the L2 FIFO queueing of a kernel's CTAs, from a short exact simulation of its wave.
+
+Exact mode's L2↔SM port is one FIFO server shared by every SM. CTAs that run in lockstep
+(released together by a shared line's arrival, or simply the same loop on every SM) reach it
+together and queue behind one another even when the port is not saturated on average; a
+saturated port queues every request behind the others' bytes. The fast mode's micro-
+simulations see one SM on private servers, so they cannot produce that queueing; the fluid
+model only slows CTAs once the mean demand exceeds the bandwidth.
+
+So the queueing is taken from the mechanism itself: the kernel's first wave (its first
+min(num_ctas, ctas_per_sm × sm_count) CTAs, the CTAs that share the machine in the kernel's
+steady state) runs in the exact engine's own pieces (memory.ExactMemory behind the tile LRU,
+the shared FIFO servers, pipeline.run_program on per-SM units), with every loop cut to
+WAVE_ITERATIONS iterations. Per tensor, the mean time a load or store of a CTA's loops waits
+on the L2 FIFO before its own transfer starts (server.free_s − issue time, exactly what
+exact mode's loads wait), over the iterations after the first WARMUP_ITERATIONS and before the
+last DRAIN_ITERATIONS (the start's burst is first_wave.py's; the end drains the queue).
+Those waits go to the micro-simulations' memory (memory.ExpectedMemory.l2_fifo_wait_s): a
+load's transfer starts no earlier than its issue plus its tensor's wait.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import simpy
+
+from ..machine import copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, dram_write_cost, reduce_l2_costs, store_issue_s_per_byte
+from ..schedule import Loop
+from .compute import SmUnits
+from .dispatch import SlotPicker
+from .memory import ExactMemory, Server, TileLru
+from .pipeline import CtaContext, run_program
+
+WAVE_ITERATIONS = 12     # loop iterations each wave CTA runs (4 warm-up, 6 counted, 2 drain)
+WARMUP_ITERATIONS = 4    # first iterations not counted (the dispatch burst, pipeline fill)
+DRAIN_ITERATIONS = 2     # last iterations not counted (CTAs leave, the queue drains)
+WAVES = 3                # waves simulated; the first (a lockstep transient) is not counted
+
+
+def truncated(items: tuple, count: int) -> tuple:
+    """A program with every loop cut to at most `count` iterations (nested loops too)."""
+    out = []
+    for it in items:
+        if isinstance(it, Loop):
+            out.append(Loop(it.var, it.start, min(it.count, count), truncated(it.body, count)))
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+class _Recorder:
+    """One CTA's memory front end in the wave: forwards to the shared ExactMemory and records,
+    per (kind, tensor), each request's FIFO wait in issue order."""
+
+    __slots__ = ("mem", "waits")
+
+    def __init__(self, mem: ExactMemory):
+        self.mem = mem
+        self.waits = defaultdict(list)
+
+    def load(self, key, tensor, nbytes, now_s):
+        self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
+        return self.mem.load(key, tensor, nbytes, now_s)
+
+    def store(self, key, tensor, nbytes, reduce, now_s):
+        self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
+        return self.mem.store(key, tensor, nbytes, reduce, now_s)
+
+
+@dataclass(frozen=True)
+class WaveQueue:
+    """(kind, tensor) → mean L2 FIFO wait in seconds of a settled loop iteration's request
+    (kind "load" or "store"), from the kernel's wave; requests outside loops are not in it."""
+
+    waits: tuple          # sorted ((kind, tensor), wait_s) pairs: hashable, a memo key
+
+    def as_dict(self) -> dict:
+        return dict(self.waits)
+
+
+def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float) -> WaveQueue:
+    """Simulate the kernel's first wave, loops cut to WAVE_ITERATIONS, in exact mode's pieces
+    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests."""
+    env = simpy.Environment()
+    mem = ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
+                      Server(dram_read_rate(gpu)), gpu.l2_latency_s, gpu.dram_latency_s,
+                      reduce_l2_costs(gpu), dram_write_cost(gpu))
+    sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
+    copy_s = copy_issue_s_per_byte(gpu, kernel.pipeline)
+    store_s = store_issue_s_per_byte(gpu, kernel.pipeline)
+    picker = SlotPicker(gpu.sm_count, ctas_per_sm)
+    slots = ctas_per_sm * gpu.sm_count
+    n = min(kernel.num_ctas, WAVES * slots)
+    counted_from = slots if n > slots else 0
+    recorders = []
+    turnover_s = cta_turnover_s(gpu)
+    state = {"next": 0}
+
+    def cta(c: int, sm: int):
+        program = truncated(kernel.program(c), WAVE_ITERATIONS)
+        rec = _Recorder(mem)
+        if c >= counted_from:
+            recorders.append((rec, program))
+        ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s)
+        yield from run_program(ctx, program, {})
+        if turnover_s:
+            yield env.timeout(turnover_s)
+        picker.release(sm)
+        launch()
+
+    def launch():
+        while state["next"] < n:
+            sm = picker.pick()
+            if sm is None:
+                return
+            env.process(cta(state["next"], sm))
+            state["next"] += 1
+
+    launch()
+    env.run()
+    total, count = defaultdict(float), defaultdict(int)
+    for rec, program in recorders:
+        for key, waits in rec.waits.items():
+            for w in _settled(waits, _loop_iterations(program)):
+                total[key] += w
+                count[key] += 1
+    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)))
+
+
+def _loop_iterations(program: tuple) -> int:
+    """Iterations of a program's loops (nested loops: the outermost counts), in all."""
+    return sum(it.count for it in program if isinstance(it, Loop))
+
+
+def _settled(waits: list, iterations: int) -> list:
+    """The requests of a CTA's settled iterations: a tensor requested r times over `iterations`
+    loop iterations is requested r / iterations times per iteration; drop the first
+    WARMUP_ITERATIONS and the last DRAIN_ITERATIONS iterations' worth. A request made fewer
+    times than every other iteration (outside the loops) is not counted."""
+    r = len(waits)
+    kept = iterations - WARMUP_ITERATIONS - DRAIN_ITERATIONS
+    if kept <= 0 or 2 * r < iterations:
+        return []
+    per = r / iterations
+    return waits[round(WARMUP_ITERATIONS * per): round((iterations - DRAIN_ITERATIONS) * per)]
