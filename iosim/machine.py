@@ -119,7 +119,7 @@ def cta_turnover_s(gpu, program=None) -> float:
     in the fragment layout (Store.layout) holds it GpuSpec.cta_turnover_fragment_store_cycles
     longer (H200: +292..720 cycles after 16-32 KB, median 350; same file)."""
     cycles = getattr(gpu, "cta_turnover_cycles", None) or 0.0
-    if program is not None:
+    if cycles and program is not None:        # an extra on the measured turnover only
         from .schedule import program_totals
         if program_totals(program).fragment_store_bytes:
             cycles += getattr(gpu, "cta_turnover_fragment_store_cycles", None) or 0.0

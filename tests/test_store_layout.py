@@ -82,6 +82,9 @@ def test_costs_are_cycles_at_the_clock_and_absent_where_not_measured():
     assert cta_turnover_s(g, coal) == pytest.approx(420 / g.clock_hz)
     assert fragment_store_issue_s_per_byte(a) == 0.0 and fragment_store_l2_cost(a) == 1.0
     assert cta_turnover_s(a, frag) == 0.0
+    # the extra is on top of a measured turnover; without one, neither is modelled
+    off = g.model_copy(update={"cta_turnover_cycles": None})
+    assert cta_turnover_s(off, frag) == 0.0
 
 
 def test_totals_count_plain_fragment_stores_only():
