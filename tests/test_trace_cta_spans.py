@@ -40,7 +40,7 @@ def test_span_without_recording_is_shorter_by_the_events():
 @pytest.mark.xfail(strict=True, reason=(
     "not met since the measured mma.sync model (ldmatrix overlapped, copy issue from the "
     "traces): a lone FA-2 forward CTA's trace span is 1.15-1.32x exact mode's (0.98-1.05 "
-    "before), 1.09-1.16x (medians per trace) with the fragment-layout O store's measured "
+    "before), 1.10-1.16x (medians per trace) with the fragment-layout O store's measured "
     "cost (Store.layout); the per-step cost the stand-in covered is not all modelled yet, the "
     "same gap as the FA-2 forward rows' -7.6% mean (docs/validation.md)"))
 @pytest.mark.parametrize("path", FA2_FWD, ids=lambda p: p.stem)
