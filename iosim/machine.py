@@ -134,8 +134,8 @@ def fragment_store_issue_s_per_byte(gpu) -> float:
     16-32 KB alone (0.050-0.079 over row widths and thread counts; the committed FA-1 / FA-2
     forward traces give 0.055 / 0.051 for the kernels' own O store), unchanged with up to 66
     SMs storing at once (measurements/h200/store_layout/store_layout_h200.json). In series
-    with the CTA's other work, as a thread_issued store (Pipeline.store_issue_cycles_per_byte,
-    which takes precedence where a kernel's own figure was measured)."""
+    with the CTA's other work, as a thread_issued store; a thread_issued store is charged by
+    its kernel's own traced figure (Pipeline.store_issue_cycles_per_byte) only."""
     cpb = getattr(gpu, "fragment_store_issue_cycles_per_byte", None)
     return cpb / gpu.clock_hz if cpb else 0.0
 

@@ -103,10 +103,11 @@ def test_totals_count_plain_fragment_stores_only():
     assert program_totals(prog).fragment_store_bytes == 100
 
 
-def _store_schedule(gpu, layout: str, nbytes: int, ops: int) -> Schedule:
+def _store_schedule(gpu, layout: str, nbytes: int, ops: int, thread_issued: bool = False) -> Schedule:
     """One CTA: an Alu op, then a store of nbytes in `layout`."""
     k = Kernel("st", Launch((1, 1, 1), 128, gpu.shared_memory_per_block_bytes - 2048, 32),
-               lambda c: (Alu("x", ops), Store("O", (c,), 1, 1, nbytes, layout=layout)),
+               lambda c: (Alu("x", ops), Store("O", (c,), 1, 1, nbytes, layout=layout,
+                                               thread_issued=thread_issued)),
                ((0, 1),), lambda c: (c, 0, 0))
     return Schedule("test", AttentionProblem(seq_q=128), None, (k,))
 
@@ -180,3 +181,15 @@ def test_unknown_fa3_kernel_is_refused():
     from iosim.errors import IosimError
     with pytest.raises(IosimError, match="unknown FA-3 kernel"):
         build_schedule(AttentionProblem(**P), "h200", "fa3", kernel="nope")
+
+
+def test_thread_issued_fragment_store_is_charged_by_its_kernel_figure_only():
+    """FA-1's O store carries its own traced figure (Pipeline.store_issue_cycles_per_byte);
+    with none in the pipeline it pays no issue time, not the GPU's fragment figure."""
+    g = load_gpu("h200")
+    ops, nbytes = 1_000_000, 32768
+    op_s = ops / SmRates.of(g, "fp16").alu_ops_per_s
+    t = simulate(_store_schedule(g, "fragment", nbytes, ops, thread_issued=True), g,
+                 mode="exact").time_s
+    assert t == pytest.approx(op_s + nbytes / g.l2_bandwidth_bytes_per_s
+                              + (420 + 350.5) / g.clock_hz, rel=1e-6)

@@ -126,8 +126,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 # the threads write the tile from registers themselves (Store.thread_issued)
                 yield from _copy_issue(ctx, op.bytes * ctx.store_s_per_byte, stall)
             elif (do_memory and op.layout == "fragment" and not op.reduce
-                  and ctx.fragment_store_s_per_byte):
+                  and not op.thread_issued and ctx.fragment_store_s_per_byte):
                 # issuing stores in the fragment layout (Store.layout) holds the threads
+                # (a thread_issued store is charged by its kernel's own traced figure only)
                 yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
