@@ -52,6 +52,9 @@ PLAUSIBLE = {
     "exp_per_clock_per_sm": (1, 1024),
     "launch_overhead_s": (0, 1e-3),
     "cta_turnover_cycles": (0, 1e5),
+    "cta_turnover_fragment_store_cycles": (0, 1e5),
+    "fragment_store_issue_cycles_per_byte": (0, 10),
+    "l2_fragment_store_bandwidth_bytes_per_s": (1e9, 1e15),
     "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
 }
 
@@ -172,6 +175,16 @@ class GpuSpec(BaseModel):
     # SM clock cycles from a CTA's last instruction to the first instruction of the CTA the
     # block scheduler puts into its slot next (retirement + launch); None: not modelled
     cta_turnover_cycles: Optional[float] = Field(default=None, ge=0)
+    # stores in the mma accumulator-fragment layout (Store.layout "fragment": one 4-byte
+    # st.global per lane, a warp instruction writing 8 rows x 16 bytes), beyond what the same
+    # bytes stored coalesced cost (machine.fragment_store_issue_s_per_byte,
+    # fragment_store_l2_cost, cta_turnover_s); None: not modelled.
+    # - cycles the storing CTA's threads spend per byte issuing them, one SM storing alone
+    fragment_store_issue_cycles_per_byte: Optional[float] = Field(default=None, ge=0)
+    # - the rate at which the chip's L2 takes them from all SMs together
+    l2_fragment_store_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    # - extra cycles the CTA's slot stays unavailable after its exit
+    cta_turnover_fragment_store_cycles: Optional[float] = Field(default=None, ge=0)
     features: Features
     sources: dict[str, str]
 

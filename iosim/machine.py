@@ -109,15 +109,50 @@ def store_issue_s_per_byte(gpu, pipeline) -> float:
     return cpb / gpu.clock_hz if cpb else 0.0
 
 
-def cta_turnover_s(gpu) -> float:
+def cta_turnover_s(gpu, program=None) -> float:
     """Seconds an SM slot stays unavailable after its CTA's last instruction: the CTA's
     retirement and the block scheduler's launch of the next CTA into the slot
     (GpuSpec.cta_turnover_cycles at the GPU's clock; 0 where not given). H200: 420 cycles,
     whatever the threads (128-512), CTAs per SM (1, 2) or CTA length (2-8 us)
     (measurements/h200/cta_turnover_h200.json). Both engines hold a finished CTA's slot
-    this long before the next CTA may take it."""
-    cycles = getattr(gpu, "cta_turnover_cycles", None)
+    this long before the next CTA may take it. Given the CTA's `program`, a CTA that stored
+    in the fragment layout (Store.layout) holds it GpuSpec.cta_turnover_fragment_store_cycles
+    longer (H200: +292..720 cycles after 16-32 KB, median 350; same file)."""
+    cycles = getattr(gpu, "cta_turnover_cycles", None) or 0.0
+    if cycles and program is not None:        # an extra on the measured turnover only
+        from .schedule import program_totals
+        if program_totals(program).fragment_store_bytes:
+            cycles += getattr(gpu, "cta_turnover_fragment_store_cycles", None) or 0.0
     return cycles / gpu.clock_hz if cycles else 0.0
+
+
+def fragment_store_issue_s_per_byte(gpu) -> float:
+    """Seconds the storing threads spend per byte of a store in the mma accumulator-fragment
+    layout (Store.layout "fragment") beyond what the same bytes cost stored coalesced (which
+    the model takes as free for the threads): GpuSpec.fragment_store_issue_cycles_per_byte at
+    the GPU's clock; 0 where not given. H200: 0.060 cycles per byte for one SM storing
+    16-32 KB alone (0.050-0.079 over row widths and thread counts; the committed FA-1 / FA-2
+    forward traces give 0.055 / 0.051 for the kernels' own O store), unchanged with up to 66
+    SMs storing at once (measurements/h200/store_layout/store_layout_h200.json). In series
+    with the CTA's other work, as a thread_issued store; a thread_issued store is charged by
+    its kernel's own traced figure (Pipeline.store_issue_cycles_per_byte) only."""
+    cpb = getattr(gpu, "fragment_store_issue_cycles_per_byte", None)
+    return cpb / gpu.clock_hz if cpb else 0.0
+
+
+def fragment_store_l2_cost(gpu) -> float:
+    """L2↔SM bytes of port time one byte of a plain store in the fragment layout takes: the
+    L2 bandwidth over the rate at which the L2 takes such stores from all SMs together
+    (GpuSpec.l2_fragment_store_bandwidth_bytes_per_s; 1 where not given). H200: 1.05 TB/s
+    (264 CTAs storing 64 KB each at once; coalesced stores 3.3-3.4 TB/s by the same measure;
+    measurements/h200/store_layout/store_layout_h200.json), as the fragment-layout atomics
+    (reduce_l2_cost): the half-sector, 8-line writes, not the atomicity, set that rate. No GPU
+    config gives the figure (an experiment switch): charged so, exact mode queues a wave's
+    end-of-CTA stores at that rate in one burst and the fast mode does not (3-9% apart on
+    small problems), and the measurement itself shows 132 SMs storing at once slowed less
+    (1.2-1.4 TB/s, issue +0-50%) than a FIFO at 1.05 TB/s would (docs/validation.md)."""
+    rate = getattr(gpu, "l2_fragment_store_bandwidth_bytes_per_s", None)
+    return max(1.0, gpu.l2_bandwidth_bytes_per_s / rate) if rate else 1.0
 
 
 def grid_index(cta: int, grid: tuple) -> tuple:

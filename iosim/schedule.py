@@ -45,7 +45,13 @@ class Store:
     GmemTiledCopydQaccumAtomicAdd in csrc/flash_attn/src/kernel_traits.h). Each layout has its
     measured rate (machine.reduce_l2_costs). `thread_issued`: the computing threads write it
     themselves from their MMA fragments (plain st.global, 4 bytes a lane: FA-1's O epilogue),
-    which takes them Pipeline.store_issue_cycles_per_byte per byte, in series with compute."""
+    which takes them Pipeline.store_issue_cycles_per_byte per byte, in series with compute.
+    `layout` says how a plain (non-reduce) store reaches global memory: "coalesced" (the
+    tile staged through shared memory and copied out in full lines: flash-attention, FA-3,
+    cuDNN, cuBLAS epilogues; the default) or "fragment" (straight from the MMA accumulator
+    fragments, one 4-byte st.global per lane, a warp instruction writing 8 rows x 16 bytes:
+    the project's fa2_fwd.cu / fa3_fwd.cu / fa1_fwd.cu O and fa2_bwd.cu dK/dV), which costs
+    the storing threads, the L2 and the slot's turnover more (machine.fragment_store_*)."""
 
     tensor: str
     coord: Coord
@@ -55,6 +61,7 @@ class Store:
     reduce: bool = False
     reduce_layout: str = "fragment"
     thread_issued: bool = False
+    layout: str = "coalesced"
     kind = "store"
 
 
@@ -134,6 +141,7 @@ class Totals:
     store_bytes: Counter = field(default_factory=Counter)  # per tensor, SM → global
     reduce_bytes: int = 0    # of those, bytes stored by `reduce` (atomic accumulate) stores
     reduce_coalesced_bytes: int = 0   # of those, in the coalesced layout (Store.reduce_layout)
+    fragment_store_bytes: int = 0     # plain (non-reduce) stores in Store.layout "fragment"
     loads: int = 0
     stores: int = 0
     mma_flops: int = 0
@@ -151,6 +159,7 @@ class Totals:
         self.stores += other.stores * times
         self.reduce_bytes += other.reduce_bytes * times
         self.reduce_coalesced_bytes += other.reduce_coalesced_bytes * times
+        self.fragment_store_bytes += other.fragment_store_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
@@ -183,6 +192,8 @@ def program_totals(program: tuple) -> Totals:
                 t.reduce_bytes += item.bytes
                 if item.reduce_layout == "coalesced":
                     t.reduce_coalesced_bytes += item.bytes
+            elif item.layout == "fragment":
+                t.fragment_store_bytes += item.bytes
         elif isinstance(item, Mma):
             t.mma_flops += item.flops
             t.mma_ops += 1

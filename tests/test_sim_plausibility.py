@@ -96,8 +96,11 @@ def test_standard_attention_traffic_grows_as_n_squared():
 
 
 def fa3_time(exp_per_clock):
+    # FA-3's own kernel (O stored coalesced through shared memory): the project kernel's
+    # fragment-layout O store (Store.layout) adds 2.6% of epilogue here, which puts the
+    # tensor cores at 69% busy, under the 70% that names a binding resource
     gpu = H100.with_(l2_bandwidth_bytes_per_s=50e12, exp_per_clock_per_sm=exp_per_clock)
-    return run(AttentionProblem(seq_q=4096), gpu, "fa3")
+    return run(AttentionProblem(seq_q=4096), gpu, "fa3", kernel="flash-attn")
 
 
 def test_fa3_time_falls_with_exp_throughput_while_exp_is_on_the_critical_path():

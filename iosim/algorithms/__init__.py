@@ -10,7 +10,7 @@ ALGORITHMS = ("standard", "fa1", "fa2", "fa3", "square", "flash-decoding",
               "flash-decoding-cascade")
 TILING_KEYS = ("block_q", "block_kv", "stages", "warps")
 DECODE_KEYS = ("splits",)    # flash-decoding only (iosim/algorithms/flash_decoding.py)
-# fa2 only: whose kernels the schedule describes (iosim/algorithms/fa2.py, KERNELS)
+# fa2 and fa3 only: whose kernels the schedule describes (iosim/algorithms/fa2.py, fa3.py: KERNELS)
 KERNEL_KEYS = ("kernel",)
 
 
@@ -24,8 +24,8 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
         raise IosimError(f"unknown algorithm {algorithm!r}; choose from: {', '.join(ALGORITHMS)}")
     decode = {k: overrides.pop(k) for k in DECODE_KEYS if k in overrides}
     kernel = overrides.pop("kernel", None)
-    if kernel is not None and algorithm != "fa2":
-        raise IosimError(f"kernel={kernel!r} describes FA-2 kernels; algorithm {algorithm!r} has none")
+    if kernel is not None and algorithm not in ("fa2", "fa3"):
+        raise IosimError(f"kernel={kernel!r} describes FA-2 / FA-3 kernels; algorithm {algorithm!r} has none")
     # other algorithms ignore splits (so `iosim compare` can pass it to all; `run` refuses it)
     unknown = set(overrides) - set(TILING_KEYS) - {"bwd_" + k for k in TILING_KEYS}
     if unknown:

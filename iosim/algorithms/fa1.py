@@ -196,7 +196,10 @@ def fwd_inner(problem, t: Tiling, b, h):
         ops += [Alu("stats", 4 * br),              # m_new, l_new
                 Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
                 # written by the threads from their P̃V fragments (FWD_STORE_ISSUE_...)
-                Store("O", (b, h, "i"), rq, d, rq * d * eb, thread_issued=True),
+                # fa1_fwd.cu writes O_i from the P̃V fragments (8 rows x 16 bytes per warp
+                # instruction): Store.layout "fragment"; its issue cost is the kernel's own
+                # traced figure (thread_issued, FWD_STORE_ISSUE_CYCLES_PER_BYTE)
+                Store("O", (b, h, "i"), rq, d, rq * d * eb, thread_issued=True, layout="fragment"),
                 Store("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
                 Store("m", (b, h, "i"), rq, 1, rq * STAT_BYTES)]
         return tuple(ops)

@@ -24,7 +24,18 @@ REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond
 #   dQaccum with 32 threads per row, a warp covering 128 contiguous bytes
 #   (GmemTiledCopydQaccumAtomicAdd, csrc/flash_attn/src/kernel_traits.h; the atomicAdd loop of
 #   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced".
+# - the output tiles: the project's kernels store O (forward) and dK/dV (backward) straight
+#   from the mma accumulator fragments (fa2_fwd.cu, fa2_bwd.cu: a 4-byte st.global per lane,
+#   8 rows x 16 bytes per warp instruction): Store.layout "fragment"; flash-attention stages
+#   them through shared memory and copies them out in 16-byte vectors (flash_fwd_kernel.h:
+#   sO then gmem_tiled_copy_O; flash_bwd_kernel.h: sdK/sdV): "coalesced".
 KERNELS = ("iosim", "flash-attn")
+
+
+def output_layout(kernel: str) -> str:
+    """Store.layout of a kernel's output tiles (O; dK, dV): "fragment" for the project's
+    kernels, "coalesced" for kernels that stage them through shared memory."""
+    return "fragment" if kernel == "iosim" else "coalesced"
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
 # Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
@@ -105,7 +116,7 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
     return tuple(body)
 
 
-def fwd_program(problem, t: Tiling, b: int, h: int, i: int) -> tuple:
+def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
@@ -116,7 +127,7 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int) -> tuple:
         prog += loop("j", seg.start, seg.stop,
                      kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged))
     prog += [Alu("normalize", t.block_q * d),
-             Store("O", (b, h, i), rows_q, d, rows_q * d * eb),     # O_i written once
+             Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once
              Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
     return tuple(prog)
 
@@ -147,11 +158,12 @@ def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:
             tuple(kv_segments(problem, i, t.block_q, t.block_kv)))
 
 
-def forward_kernels(problem, t: Tiling) -> tuple:
+def forward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
+    o_layout = output_layout(kernel)
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
-        lambda b, h, i: fwd_program(problem, t, b, h, i),
+        lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
                  copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)
@@ -198,9 +210,10 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
         prog += loop("i", seg.start, seg.stop, body)
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
+    lay = output_layout(kernel)
     prog += [Alu("scale dK", bc * d),
-             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb),
-             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb)]
+             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay),
+             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay)]
     return tuple(prog)
 
 
@@ -280,7 +293,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
     tilings, kernels = {}, []
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = fwd_tiling(problem, gpu, **fwd_overrides)
-        kernels += forward_kernels(problem, tilings["fwd"])
+        kernels += forward_kernels(problem, tilings["fwd"], kernel)
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = bwd_tiling(problem, gpu, **bwd_overrides)
         kernels += backward_kernels(problem, tilings["bwd"], kernel)

@@ -33,6 +33,12 @@ Launch order: grid (Q blocks, heads, batch), x fastest, so one head's Q blocks l
 n_q − 1 − x, the longest rows first, as FA-3's scheduler does for load balance.
 
 Only the forward pass is modelled; FA-3 needs TMA and wgmma (Hopper).
+
+Whose kernel (`kernel`, as fa2's): "iosim", the project's fa3_fwd.cu (default), stores O from
+the consumers' accumulator fragments, a 4-byte st.global per lane, 8 rows x 16 bytes per warp
+instruction (Store.layout "fragment"); "flash-attn" (Dao-AILab FA-3: the epilogue writes O to
+shared memory and copies it out with TMA, hopper/epilogue_fwd.hpp) and "cudnn" (torch's cuDNN
+back end; staged likewise) store it coalesced.
 """
 from __future__ import annotations
 
@@ -40,6 +46,8 @@ from ..errors import IosimError
 from ..schedule import Kernel, Launch, Pipeline, Schedule, classes_along_x
 from .common import Tiling, ceil_div, check_fits, grid_index, pick_tiling
 from .fa2 import fwd_block_shape, fwd_program
+
+KERNELS = ("iosim", "flash-attn", "cudnn")
 
 FA3_REG_OVERHEAD = 24   # wgmma needs few address registers; producer/consumer barriers
 WGMMA_M = 64            # rows per consumer warpgroup
@@ -110,7 +118,7 @@ def tiling(problem, gpu, overrides: dict) -> Tiling:
     return pick_tiling(default_tiles(d), fits, over)
 
 
-def kernel(problem, gpu, t: Tiling) -> Kernel:
+def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
     n_q = ceil_div(problem.seq_q, t.block_q)
     grid = (n_q, problem.heads_q, problem.batch)
 
@@ -118,9 +126,11 @@ def kernel(problem, gpu, t: Tiling) -> Kernel:
         x, h, b = grid_index(cta, grid)
         return (n_q - 1 - x if problem.causal else x), h, b   # causal: longest Q blocks first
 
+    o_layout = "fragment" if kernel == "iosim" else "coalesced"
+
     def program(cta: int) -> tuple:
         i, h, b = coord(cta)
-        return fwd_program(problem, t, b, h, i)
+        return fwd_program(problem, t, b, h, i, o_layout)
 
     d, eb = problem.head_dim, problem.elem_bytes
     classes, class_of, period = classes_along_x(
@@ -134,10 +144,16 @@ def kernel(problem, gpu, t: Tiling) -> Kernel:
                   coord_names=("q_block", "head", "batch"))
 
 
-def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+_kernel = kernel     # build's `kernel` argument names whose kernel, as fa2's
+
+
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
+          kernel: str = "iosim") -> Schedule:
+    if kernel not in KERNELS:
+        raise IosimError(f"unknown FA-3 kernel {kernel!r}; choose from: {', '.join(KERNELS)}")
     if problem.direction != "fwd":
         raise IosimError("fa3 models the forward pass only; use fa2 for the backward pass")
     if not (gpu.features.tma and gpu.features.wgmma):
         raise IosimError(f"fa3 needs TMA and wgmma (Hopper); {gpu.short_name} lacks them; use fa2")
     t = tiling(problem, gpu, fwd_overrides)
-    return Schedule("fa3", problem, {"fwd": t}, (kernel(problem, gpu, t),))
+    return Schedule("fa3", problem, {"fwd": t}, (_kernel(problem, gpu, t, kernel),))

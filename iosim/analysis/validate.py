@@ -141,21 +141,25 @@ def implementation_tiling(cfg: dict, gpu) -> dict:
     SM with ≥ 144 KB of shared memory per block, as the schedule picks) and is described as
     flash-attention's kernel (`kernel="flash-attn"`, iosim/algorithms/fa2.py: its dQaccum
     atomics are coalesced)."""
+    if cfg.get("impl") == "torch_cudnn" and cfg.get("algorithm") == "fa3":
+        return {"kernel": "cudnn"}       # O staged through shared memory (fa3.py, KERNELS)
     if cfg.get("impl") != "torch_flash":
         return {}
     if cfg.get("direction", "fwd") != "fwd":
         return {"kernel": "flash-attn"}
     from ..hardware import load_gpu
     d = int(cfg["head_dim"])
+    # flash-attention's forward stages O through shared memory (fa2.py, output_layout)
+    kernel = {"kernel": "flash-attn"}
     if d <= 64:
-        return {"block_q": 128, "block_kv": 128, "warps": 4}
+        return {"block_q": 128, "block_kv": 128, "warps": 4, **kernel}
     if d <= 128:
-        return {"block_q": 128, "block_kv": 64, "warps": 4}
+        return {"block_q": 128, "block_kv": 64, "warps": 4, **kernel}
     if d == 256:
         if load_gpu(gpu).shared_memory_per_sm_bytes < 4 * d * (64 + 2 * 64):
-            return {"block_q": 128, "block_kv": 64, "warps": 8}
-        return {"block_q": 64, "block_kv": 64, "warps": 4}
-    return {}
+            return {"block_q": 128, "block_kv": 64, "warps": 8, **kernel}
+        return {"block_q": 64, "block_kv": 64, "warps": 4, **kernel}
+    return kernel
 
 
 def _workers(n_jobs: int) -> int:
@@ -417,8 +421,10 @@ def load_published(path: Path | None = None, gpu: str | None = None) -> list:
 def published_tiling(point) -> dict:
     """The papers' FlashAttention-2 series ran flash-attention's kernels (the FA-2 paper's own,
     the FA-3 paper's FA-2 baseline): their backward adds dQaccum coalesced (`kernel=
-    "flash-attn"`, iosim/algorithms/fa2.py), as torch flash's rows on the H200 are described."""
-    return {"kernel": "flash-attn"} if point.algorithm == "fa2" else {}
+    "flash-attn"`, iosim/algorithms/fa2.py), as torch flash's rows on the H200 are described;
+    those kernels and the FA-3 paper's FA-3 store their outputs through shared memory
+    (Store.layout "coalesced")."""
+    return {"kernel": "flash-attn"} if point.algorithm in ("fa2", "fa3") else {}
 
 
 def validate_published(path: Path | None = None, gpu: str | None = None) -> tuple[list, dict]:

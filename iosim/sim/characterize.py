@@ -21,7 +21,8 @@ from collections import defaultdict
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate, reduce_l2_costs
+from ..machine import (copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
+                       reduce_l2_costs, fragment_store_issue_s_per_byte, fragment_store_l2_cost)
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -48,7 +49,8 @@ def shape_key(items) -> tuple:
         elif kind == "load":
             out.append(("load", item.tensor, item.bytes))
         elif kind == "store":
-            out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout))
+            out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
+                        item.layout))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind in ("exp", "alu"):
@@ -95,10 +97,13 @@ class Characterizer:
         mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
                              Server(dram_read_rate(gpu)),
                              gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
-                             0.0 if fifo is not None else queue, reduce_l2_costs(gpu), fifo)
+                             0.0 if fifo is not None else queue, reduce_l2_costs(gpu), fifo,
+                             fragment_store_l2_cost(gpu))
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
-        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s) for _ in range(k)]
+        frag_s = fragment_store_issue_s_per_byte(self.gpu)
+        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s, frag_s)
+                for _ in range(k)]
         ends = [0.0] * k
 
         def cta(i: int):
@@ -140,7 +145,7 @@ class Characterizer:
         CTA's retirement and the next launch, as exact mode holds it). burst_span_s: over
         how long a first-wave burst spreads the arrival of the first segment's data."""
         out = self._segments(program, k, miss, burst_span_s)
-        turnover_s = cta_turnover_s(self.gpu)
+        turnover_s = cta_turnover_s(self.gpu, program)
         if out and turnover_s:
             out[-1] = (out[-1][0] + turnover_s,) + tuple(out[-1][1:])
         return out

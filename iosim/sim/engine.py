@@ -7,7 +7,8 @@ from __future__ import annotations
 import simpy
 
 from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
-                       dram_write_cost, reduce_l2_costs, tensor_server_busy_s)
+                       dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
+                       fragment_store_issue_s_per_byte, fragment_store_l2_cost)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker
@@ -28,9 +29,9 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
     mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
                       Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
                       gpu.l2_latency_s, gpu.dram_latency_s, reduce_l2_costs(gpu),
-                      dram_write_cost(gpu))
+                      dram_write_cost(gpu), fragment_store_l2_cost(gpu))
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
-    turnover_s = cta_turnover_s(gpu)
+    frag_s = fragment_store_issue_s_per_byte(gpu)
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans = []
@@ -47,10 +48,11 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         done = env.event()
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s)
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s, frag_s)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})
+            turnover_s = cta_turnover_s(gpu, program)
             if turnover_s:           # retirement + the next launch hold the slot
                 yield env.timeout(turnover_s)
             timeline.add(ki, c, sm, start_s, env.now, ctx.stall, busy_of_program(program, k_rates))

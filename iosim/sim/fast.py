@@ -16,7 +16,8 @@ from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from ..machine import SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s
+from ..machine import (SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
+                       fragment_store_l2_cost)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
@@ -29,11 +30,12 @@ DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float,
-                  reduce_cost: dict | None = None) -> tuple:
+                  reduce_cost: dict | None = None, fragment_store_cost: float = 1.0) -> tuple:
     """Per segment: (L2↔SM bytes, expected DRAM-server bytes, the fraction of its load bytes that
     wait for DRAM: misses and hits on lines still in flight, capped at 1). Write-backs are
     DRAM bytes nobody waits for: a load that hits in L2 does not queue behind them. The L2
-    figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs).
+    figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs),
+    a plain fragment-layout stored byte as fragment_store_cost (machine.fragment_store_l2_cost).
     dram_store_ratio: DRAM-server bytes per stored byte, i.e. the share written back times
     machine.dram_write_cost (a written byte's DRAM time in read-rate bytes)."""
     rc = reduce_cost or {}
@@ -43,7 +45,8 @@ def segment_bytes(program, miss: dict, dram_store_ratio: float,
         t = program_totals(seg)
         l2.append(t.bytes_loaded + t.bytes_stored
                   + (t.reduce_bytes - t.reduce_coalesced_bytes) * (frag - 1.0)
-                  + t.reduce_coalesced_bytes * (coal - 1.0))
+                  + t.reduce_coalesced_bytes * (coal - 1.0)
+                  + t.fragment_store_bytes * (fragment_store_cost - 1.0))
         dram.append(sum(b * miss.get(tn, (0.0, 0.0))[0] for tn, b in t.load_bytes.items())
                     + t.bytes_stored * dram_store_ratio)
         wait.append(sum(b * min(1.0, miss.get(tn, (0.0, 0.0))[1])
@@ -118,16 +121,17 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     store fill, also the DRAM bytes of each segment while the L2 fills."""
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
     reduce_cost = reduce_l2_costs(characterizer.gpu)
+    frag_cost = fragment_store_l2_cost(characterizer.gpu)
     for ci, (c_miss, c_key) in enumerate(cohorts):
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
                 wc = dram_write_cost(characterizer.gpu)   # DRAM time of a written byte
-                ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost)
+                ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost, frag_cost)
                 if fill is not None:
                     # while the L2 fills, stores cost DRAM only their reductions' reads
                     ab = (*ab, segment_bytes(p, c_miss, fill.dram_per_stored_byte,
-                                             reduce_cost)[1],
+                                             reduce_cost, frag_cost)[1],
                           tuple(program_totals(seg).bytes_stored for seg in split_segments(p)))
                 bytes_by_shape[shape, ci] = ab
             prof = profiles_by_shape.get((shape, c_key))
@@ -153,7 +157,8 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
     its data: the group's mean first-segment bytes at the shared bandwidths. dram_scale:
     DRAM-server bytes per stored byte (segment_bytes' dram_store_ratio)."""
     n_cls = len(info.programs)
-    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu)) for p in info.programs]
+    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu), fragment_store_l2_cost(gpu))
+             for p in info.programs]
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls
     return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,

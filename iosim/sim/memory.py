@@ -118,8 +118,10 @@ class ExactMemory:
 
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
                  l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None,
-                 dram_write_cost: float = 1.0):
+                 dram_write_cost: float = 1.0, fragment_store_cost: float = 1.0):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        # machine.fragment_store_l2_cost: port bytes per byte of a plain fragment-layout store
+        self.fragment_store_cost = fragment_store_cost
         # machine.dram_write_cost: DRAM-server bytes (at the read rate) per written byte
         self.dram_write_cost = dram_write_cost
         # machine.reduce_l2_costs: port bytes per reduced byte, by Store.reduce_layout
@@ -151,10 +153,14 @@ class ExactMemory:
             self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float) -> float:
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
+              layout: str = "coalesced") -> float:
         """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM).
-        A reduce holds the L2 port for as long as the atomic-reduction rate takes."""
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else 1.0))
+        A reduce holds the L2 port for as long as the atomic-reduction rate takes; a plain
+        store in the fragment layout (Store.layout) as long as that layout's rate takes."""
+        cost = (self.reduce_cost.get(reduce, 1.0) if reduce else
+                self.fragment_store_cost if layout == "fragment" else 1.0)
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes * cost)
         self._count("sm_to_l2_bytes", nbytes)
         entry = self.l2.lookup(key)
         if entry is not None:
@@ -201,9 +207,11 @@ class ExpectedMemory:
 
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
-                 reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None):
+                 reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None,
+                 fragment_store_cost: float = 1.0):
         self.l2_server, self.dram_server = l2_server, dram_server
         self.reduce_cost = reduce_cost or {}
+        self.fragment_store_cost = fragment_store_cost
         self.l2_queue_factor = 1.0 + l2_queue_position
         # (kind, tensor) → the L2 FIFO wait exact mode's wave gives such a request
         # (wave_queue.py); when given, it replaces the queue factor
@@ -230,6 +238,8 @@ class ExpectedMemory:
         line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float) -> float:
-        port_bytes = nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else 1.0)
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
+              layout: str = "coalesced") -> float:
+        port_bytes = nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else
+                               self.fragment_store_cost if layout == "fragment" else 1.0)
         return self._l2_done("store", tensor, port_bytes, now_s)

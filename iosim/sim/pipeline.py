@@ -44,15 +44,17 @@ class CtaContext:
     seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
     __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte",
-                 "store_s_per_byte")
+                 "store_s_per_byte", "fragment_store_s_per_byte")
 
     def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0,
-                 store_s_per_byte: float = 0.0):
+                 store_s_per_byte: float = 0.0, fragment_store_s_per_byte: float = 0.0):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
         self.mma = mma
         self.copy_s_per_byte = copy_s_per_byte
         self.store_s_per_byte = store_s_per_byte      # machine.store_issue_s_per_byte
+        # machine.fragment_store_issue_s_per_byte (Store.layout "fragment")
+        self.fragment_store_s_per_byte = fragment_store_s_per_byte
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -123,9 +125,14 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             if do_memory and op.thread_issued and ctx.store_s_per_byte:
                 # the threads write the tile from registers themselves (Store.thread_issued)
                 yield from _copy_issue(ctx, op.bytes * ctx.store_s_per_byte, stall)
+            elif (do_memory and op.layout == "fragment" and not op.reduce
+                  and not op.thread_issued and ctx.fragment_store_s_per_byte):
+                # issuing stores in the fragment layout (Store.layout) holds the threads
+                # (a thread_issued store is charged by its kernel's own traced figure only)
+                yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
-                              op.reduce and op.reduce_layout, env.now)
+                              op.reduce and op.reduce_layout, env.now, op.layout)
                 if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
                     _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
                     t = max(t, f2)

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 import simpy
 
-from ..machine import copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, dram_write_cost, reduce_l2_costs, store_issue_s_per_byte
+from ..machine import (copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, dram_write_cost,
+                       fragment_store_issue_s_per_byte, fragment_store_l2_cost, reduce_l2_costs,
+                       store_issue_s_per_byte)
 from ..schedule import Loop
 from .compute import SmUnits
 from .dispatch import SlotPicker
@@ -63,9 +65,9 @@ class _Recorder:
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
         return self.mem.load(key, tensor, nbytes, now_s)
 
-    def store(self, key, tensor, nbytes, reduce, now_s):
+    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.store(key, tensor, nbytes, reduce, now_s)
+        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
 
 
 @dataclass(frozen=True)
@@ -85,16 +87,16 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     env = simpy.Environment()
     mem = ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
                       Server(dram_read_rate(gpu)), gpu.l2_latency_s, gpu.dram_latency_s,
-                      reduce_l2_costs(gpu), dram_write_cost(gpu))
+                      reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu))
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
     copy_s = copy_issue_s_per_byte(gpu, kernel.pipeline)
     store_s = store_issue_s_per_byte(gpu, kernel.pipeline)
+    frag_s = fragment_store_issue_s_per_byte(gpu)
     picker = SlotPicker(gpu.sm_count, ctas_per_sm)
     slots = ctas_per_sm * gpu.sm_count
     n = min(kernel.num_ctas, WAVES * slots)
     counted_from = slots if n > slots else 0
     recorders = []
-    turnover_s = cta_turnover_s(gpu)
     state = {"next": 0}
 
     def cta(c: int, sm: int):
@@ -102,8 +104,9 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         rec = _Recorder(mem)
         if c >= counted_from:
             recorders.append((rec, program))
-        ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s)
+        ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s)
         yield from run_program(ctx, program, {})
+        turnover_s = cta_turnover_s(gpu, program)
         if turnover_s:
             yield env.timeout(turnover_s)
         picker.release(sm)
