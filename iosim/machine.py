@@ -205,6 +205,13 @@ class MmaCost:
         self.sync, self.readers = operand_readers(pipeline, threads_per_cta)
         wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
         self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
+        # warps per SM sub-partition of the kernel's resident CTAs (the measured mma.sync
+        # rate and exposed fractions differ between 1 and 2 or more)
+        per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
+        by_warps = (getattr(gpu, "tensor_mma_sync_fraction_one_warp", None),
+                    getattr(gpu, "tensor_mma_sync_fraction_two_warps", None))
+        if instr == "mma_sync" and by_warps[0] is not None and by_warps[1] is not None:
+            self.scale = 1.0 / (by_warps[0] if per_sub == 1 else by_warps[1])
         self.elem_bytes = elem_bytes
         smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
         self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
@@ -231,7 +238,6 @@ class MmaCost:
         exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
                    getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
         if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
-            per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
             f = exposed[0] if per_sub == 1 else exposed[1]
             rates = SmRates.of(gpu, dtype)
             self.exposed_fraction = f
