@@ -294,6 +294,13 @@ class MmaCost:
 
 
 
+def resident_ctas_per_sm(gpu, launch) -> int:
+    """CTAs per SM a launch reaches: its occupancy, or fewer where its grid does not fill that
+    many per SM (a grid of at most sm_count CTAs runs each alone: 1 warp per sub-partition
+    for 4-warp CTAs, whose measured mma.sync rate and exposed fraction differ from 2 warps')."""
+    return min(max(1, occupancy(gpu, launch)), max(1, -(-launch.num_ctas // gpu.sm_count)))
+
+
 def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
     """Seconds the SMs' tensor servers spend on the kernel's Mma ops, summed over SMs:
     MmaCost.work (instruction-class rate and, for mma.sync, the ldmatrix operand reads that
@@ -366,7 +373,7 @@ def time_breakdown(schedule, gpu, result) -> dict:
               "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                       problem.elem_bytes, max(1, occupancy(gpu, kernel.launch)),
+                       problem.elem_bytes, resident_ctas_per_sm(gpu, kernel.launch),
                        kernel.launch.num_ctas)
         t, o = _mma_split(kernel, cost)
         busy = kr.busy_s
