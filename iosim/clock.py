@@ -15,6 +15,9 @@ def sustained_simulation(schedule, gpu, **kw):
     from .hardware import load_gpu
     from .sim import simulate
     gpu = load_gpu(gpu)
+    top = gpu.sm_clock_counted_max_hz
+    if top is not None and top < gpu.clock_hz * 0.995:   # the SMs count cycles at most at it
+        gpu = gpu.at_clock(top)
     result = simulate(schedule, gpu, **kw)
     if gpu.power_capped_clock is None or result.time_s <= 0:
         return result, gpu

@@ -30,6 +30,7 @@ KiB, MiB, GiB = 2 ** 10, 2 ** 20, 2 ** 30
 PLAUSIBLE = {
     "sm_count": (1, 1024),
     "clock_hz": (0.1e9, 5e9),
+    "sm_clock_counted_max_hz": (0.1e9, 5e9),
     "threads_per_sm_max": (32, 4096),
     "ctas_per_sm_max": (1, 128),
     "registers_per_sm": (1024, 1 << 20),
@@ -166,6 +167,16 @@ class GpuSpec(BaseModel):
     l2_reduce_coalesced_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
     # the clock under load (None: clock_hz whatever the load)
     power_capped_clock: Optional[PowerCappedClock] = None
+    # the highest SM clock the SMs' own cycle counter runs at under the kernels (clock64
+    # cycles over %globaltimer ns inside the CTAs; iosim.measure.step_cycles): where it is
+    # below clock_hz (the reported boost clock) kernels run at most at it (sustained_clock_hz,
+    # clock.sustained_simulation); None: clock_hz
+    sm_clock_counted_max_hz: Optional[float] = Field(default=None, gt=0)
+    # mma.sync throughput per clock as a fraction of the wgmma rate, with 1 and with 2 or more
+    # warps per SM sub-partition, measured in clock64 cycles (machine.MmaCost); None:
+    # tensor_mma_sync_fraction whatever the warps
+    tensor_mma_sync_fraction_one_warp: Optional[float] = Field(default=None, gt=0, le=1)
+    tensor_mma_sync_fraction_two_warps: Optional[float] = Field(default=None, gt=0, le=1)
     # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s
     # (the rate of the GPU's best MMA instruction: wgmma on Hopper); 1 where there is no wgmma
     tensor_mma_sync_fraction: float = Field(gt=0, le=1)
@@ -258,11 +269,13 @@ class GpuSpec(BaseModel):
         clock cycle (chip-wide): the fixed point of clock = a − b·rate with rate = that × clock,
         capped at clock_hz; clock_hz where the config has no power model."""
         pc = self.power_capped_clock
+        top = self.clock_hz if self.sm_clock_counted_max_hz is None else min(
+            self.clock_hz, self.sm_clock_counted_max_hz)
         if pc is None or tensor_flops_per_hz <= 0:
-            return self.clock_hz
+            return top
         f = pc.clock_at_zero_tensor_rate_hz / (1 + pc.clock_drop_hz_per_tensor_flop_per_s
                                                * tensor_flops_per_hz)
-        return min(self.clock_hz, f)
+        return min(top, f)
 
     def at_clock(self, clock_hz: float) -> "GpuSpec":
         """The same GPU with its SM clock at clock_hz: the clocked rates (tensor cores, fp32,

@@ -240,6 +240,13 @@ class MmaCost:
         self.sync, self.readers = operand_readers(pipeline, threads_per_cta)
         wgmma_rate = gpu.tensor_flops_per_s_per_sm(dtype)
         self.scale = wgmma_rate / gpu.mma_flops_per_s_per_sm(dtype, instr)
+        # warps per SM sub-partition of the kernel's resident CTAs (the measured mma.sync
+        # rate and exposed fractions differ between 1 and 2 or more)
+        per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
+        by_warps = (getattr(gpu, "tensor_mma_sync_fraction_one_warp", None),
+                    getattr(gpu, "tensor_mma_sync_fraction_two_warps", None))
+        if instr == "mma_sync" and by_warps[0] is not None and by_warps[1] is not None:
+            self.scale = 1.0 / (by_warps[0] if per_sub == 1 else by_warps[1])
         self.elem_bytes = elem_bytes
         smem_rate = gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz
         self.smem_per_flop_rate = wgmma_rate / smem_rate   # wgmma FLOPs per smem byte-second
@@ -266,7 +273,6 @@ class MmaCost:
         exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
                    getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
         if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
-            per_sub = max(1, ctas_per_sm * threads_per_cta // 32 // SUB_PARTITIONS_PER_SM)
             f = exposed[0] if per_sub == 1 else exposed[1]
             rates = SmRates.of(gpu, dtype)
             self.exposed_fraction = f
@@ -321,6 +327,13 @@ class MmaCost:
             self.memo[key] = w
         return w
 
+
+
+def resident_ctas_per_sm(gpu, launch) -> int:
+    """CTAs per SM a launch reaches: its occupancy, or fewer where its grid does not fill that
+    many per SM (a grid of at most sm_count CTAs runs each alone: 1 warp per sub-partition
+    for 4-warp CTAs, whose measured mma.sync rate and exposed fraction differ from 2 warps')."""
+    return min(max(1, occupancy(gpu, launch)), max(1, -(-launch.num_ctas // gpu.sm_count)))
 
 
 def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> float:
@@ -395,7 +408,7 @@ def time_breakdown(schedule, gpu, result) -> dict:
               "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                       problem.elem_bytes, max(1, occupancy(gpu, kernel.launch)),
+                       problem.elem_bytes, resident_ctas_per_sm(gpu, kernel.launch),
                        kernel.launch.num_ctas)
         t, o = _mma_split(kernel, cost)
         busy = kr.busy_s

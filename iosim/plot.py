@@ -105,7 +105,9 @@ def _roofline_ceilings(fig, gpu, problem, peak: float, ok: list, xmin: float,
         line=dict(color="#000000", width=2),
         hovertemplate=f"tensor cores: {peak:,.4g} FLOP/s ({problem.dtype} dense)<extra></extra>"))
     if any("mma_sync" in p.get("mma_instructions", ()) for p in ok):
-        frac = gpu.tensor_mma_sync_fraction
+        # the 2-warps-per-sub-partition figure where the config has it (the kernels' usual
+        # residency; machine.MmaCost), else the one fraction
+        frac = getattr(gpu, "tensor_mma_sync_fraction_two_warps", None) or gpu.tensor_mma_sync_fraction
         fig.add_trace(go.Scatter(
             x=[xmin, xmax], y=[peak * frac, peak * frac], mode="lines",
             name=f"mma.sync ceiling ({si(peak * frac, 'FLOP/s')}, {frac:.1%} of peak)",

@@ -23,7 +23,7 @@ TRACES = Path(__file__).parent / "data" / "traces"
 # kernel's source runs only the second load's copy loop (fa2_fwd.cu issue_kv and the Q load
 # before it; fa2_bwd.cu issue_q and the K/V/Q prologue; fa1_fwd.cu the K/V and Q/O/l/m loads)
 CASES = {
-    "fa2_fwd": ([("O", "LSE")], [("Q", "K"), ("K", "V")], fa2.FWD_COPY_ISSUE_CYCLES_PER_BYTE),
+    "fa2_fwd": ([("O", "LSE")], [("Q", "K"), ("K", "V")], fa2.FWD_COPY_ISSUE_TRACE_CYCLES_PER_BYTE),
     "fa2_bwd": ([("dK", "dV"), ("dK_expanded", "dV_expanded")],
                 [("V", "Q"), ("Q", "dO"), ("dO", "LSE"), ("LSE", "D")],
                 fa2.BWD_COPY_ISSUE_CYCLES_PER_BYTE),

@@ -33,7 +33,9 @@ def _mma_sync_times(gpu):
     op = Mma("S=QK^T", 128, 128, 128)
     cost = MmaCost(gpu, "fp16", Pipeline(mma_instruction="mma_sync"), 128, 2)
     wgmma_rate = gpu.tensor_flops_per_s_per_sm("fp16")
-    tensor_s = op.flops / (wgmma_rate * gpu.tensor_mma_sync_fraction)
+    # 4 warps, 1 CTA per SM: 1 warp per sub-partition (the by-warps figure where the config has it)
+    frac = gpu.tensor_mma_sync_fraction_one_warp or gpu.tensor_mma_sync_fraction
+    tensor_s = op.flops / (wgmma_rate * frac)
     smem_s = (128 * 128 + 4 * 128 * 128) * 2 / (
         gpu.shared_memory_bandwidth_bytes_per_clock_per_sm * gpu.clock_hz)
     return cost.work(op) / wgmma_rate, tensor_s, smem_s

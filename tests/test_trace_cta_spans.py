@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iosim.hardware import load_gpu
-from iosim.kernels.trace import Trace, cta_span_ns, record_overhead_cycles
+from iosim.kernels.trace import Trace, cta_clock_hz, cta_span_ns, record_overhead_cycles
 from iosim.sim import simulate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -37,22 +37,25 @@ def test_span_without_recording_is_shorter_by_the_events():
     assert cta_span_ns(evs, 171.0) < raw
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not met since the measured mma.sync model (ldmatrix overlapped, copy issue from the "
-    "traces): a lone FA-2 forward CTA's trace span is 1.15-1.32x exact mode's (0.98-1.05 "
-    "before), 1.10-1.16x (medians per trace) with the fragment-layout O store's measured "
-    "cost (Store.layout); the per-step cost the stand-in covered is not all modelled yet, the "
-    "same gap as the FA-2 forward rows' -7.6% mean (docs/validation.md)"))
+def test_a_ctas_clock_is_its_cycles_over_its_nanoseconds():
+    t = Trace.load(FA2_FWD[1]).kernels[0]
+    evs = t.ctas[0]
+    f = cta_clock_hz(evs)
+    assert f == pytest.approx((evs[-1].clock - evs[0].clock) / (evs[-1].t_ns - evs[0].t_ns) * 1e9)
+    assert 1.70e9 < f < 1.85e9          # fa2_fwd_n256_d128: ~1.82 GHz, not the 1.98 boost clock
+
+
 @pytest.mark.parametrize("path", FA2_FWD, ids=lambda p: p.stem)
 def test_lone_cta_span_matches_exact_mode(path):
     """FA-2 forward, every CTA alone on its SM: exact mode's CTA time (without the slot's
-    turnover, which follows the last instruction) is within 8% of the trace's span less its
-    recording (measured 0.98-1.05 of it): a lone CTA's prologue and epilogue are not what
-    the model lacks at small N."""
+    turnover, which follows the last instruction), simulated at the SM clock the trace's CTAs
+    ran at (their clock64 over %globaltimer), is within 8% of the trace's span less its
+    recording."""
     trace = Trace.load(path)
     kt = trace.kernels[0]
     overhead = record_overhead_cycles(kt)
-    gpu = load_gpu("h200").model_copy(update={"cta_turnover_cycles": None})
+    clock = statistics.median(cta_clock_hz(evs) for evs in kt.ctas)
+    gpu = load_gpu("h200").model_copy(update={"cta_turnover_cycles": None}).at_clock(clock)
     sim = simulate(schedule_of(trace), gpu, mode="exact").timeline_df()
     ratios = []
     for c, evs in enumerate(kt.ctas):

@@ -39,17 +39,23 @@ def output_layout(kernel: str) -> str:
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
 # Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
-# their compute (Pipeline.copy_issue_cycles_per_byte; the decode helper's method): the median
-# over the committed H200 traces (tests/data/traces/fa2_fwd_*.json, fa2_bwd_*.json; clock64
-# stamps, iosim.kernels.copy_issue; tests/test_copy_issue_traces.py recomputes them). Forward:
-# K and V tiles (8 copies of 16 B per thread each at both tilings), 47.7 cycles per copy per
-# thread at 128 threads; backward main kernel: a Q-block iteration's Q, dO, LSE, D (the two
-# 4-byte row-statistic loads take ~180 cycles each), 1045 cycles per 33 KB at d 128.
-# flash-attention's kernels (torch flash) also issue their cp.async copies from the computing
-# warps (flash_fwd_kernel.h / flash_bwd_kernel.h: flash::copy of the next K/V or Q/dO tile
-# before the step's GEMMs); their copy loop is not traced: assumed to cost what the project's
-# kernel's costs per byte.
-FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0233
+# their compute (Pipeline.copy_issue_cycles_per_byte). Forward: measured directly on the H200
+# (iosim.measure.step_cycles, measurements/h200/step_cycles_h200.json and _run2.json): fa2_fwd.cu
+# as committed against the same kernel without the step's K/V copies, one CTA per SM, clock64
+# cycles per KV step over 128 (d 128) / 64 (d 64) steps: +907 / +921 (first run), +796 / +867
+# (second) cycles per step for the step's 32 KB (K and V tiles, 16 copies of 16 B per thread at
+# both tilings), mean 873 = 0.0266 cycles per byte. The step's cp.async.wait_group costs nothing
+# measurable (without it: -11 / -5 cycles per step), so the copies' cost is their issue. The
+# traces' gap method (a load's record to the next, less one trace write; the decode helper's
+# method, iosim.kernels.copy_issue, tests/test_copy_issue_traces.py) gives 0.0233, kept as a
+# cross-check (FWD_COPY_ISSUE_TRACE_CYCLES_PER_BYTE). Backward main kernel: the traces' method,
+# a Q-block iteration's Q, dO, LSE, D (the two 4-byte row-statistic loads take ~180 cycles
+# each), 1045 cycles per 33 KB at d 128. flash-attention's kernels (torch flash) also issue
+# their cp.async copies from the computing warps (flash_fwd_kernel.h / flash_bwd_kernel.h:
+# flash::copy of the next K/V or Q/dO tile before the step's GEMMs); their copy loop is not
+# measured: assumed to cost what the project's kernel's costs per byte.
+FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0266
+FWD_COPY_ISSUE_TRACE_CYCLES_PER_BYTE = 0.0233
 BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
 
 

@@ -338,3 +338,14 @@ def cta_span_ns(events: list, overhead_cycles: float) -> float:
         raise ValueError("a span needs events at two different times")
     cycles_per_ns = (last.clock - first.clock) / dt_ns
     return (last.clock - first.clock - (len(events) - 1) * overhead_cycles) / cycles_per_ns
+
+
+def cta_clock_hz(events: list) -> float:
+    """The SM clock a CTA ran at: its clock64 cycles over its %globaltimer ns, first event to
+    last (the trace's own clock; the reported boost clock is not what the counters show,
+    GpuSpec.sm_clock_counted_max_hz)."""
+    first, last = events[0], events[-1]
+    dt_ns = last.t_ns - first.t_ns
+    if dt_ns <= 0:
+        raise ValueError("a clock needs events at two different times")
+    return (last.clock - first.clock) / dt_ns * 1e9

@@ -260,9 +260,13 @@ MMA_LDSM_KERNEL(5, 0)
 # parts overlap on the SM (time = max) or add up (time = sum), at 1 and 2 CTAs per SM.
 _FA2_LOOP_SRC = r"""
 typedef unsigned int u32;
+#ifndef D
 #define D 128
+#endif
 #define BQ 128
+#ifndef BKV
 #define BKV 64
+#endif
 #define WARPS 4
 #define RW (BQ / WARPS)
 #define MT (RW / 16)
@@ -332,7 +336,7 @@ __device__ void fa2_loop_body(float* out, int steps, long long* cycles, unsigned
 #pragma unroll
                 for (int n = 0; n < NS; ++n)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][n][e] = o[mt][n][e] + (float)(j & 7);
+                    for (int e = 0; e < 4; ++e) s[mt][n][e] = o[mt][n % NO][e] + (float)(j & 7);
         }
         if (MODE != 1) {
 #pragma unroll
@@ -539,12 +543,13 @@ def mma_ldsm_rate(sm_count: int, steps: int = 4096) -> dict:
 
 
 
-def fa2_loop_rate(sm_count: int, steps: int = 2048) -> dict:
+def fa2_loop_rate(sm_count: int, steps: int = 2048, d: int = 128, block_kv: int = 64) -> dict:
     """FA-2's forward inner loop from shared memory (_FA2_LOOP_SRC): cycles per KV step of a
     CTA (clock64, median over CTAs) and the CUDA-event time, for the whole loop, its GEMMs
-    alone and its softmax alone, at 1 and 2 CTAs (4 warps each) per SM."""
+    alone and its softmax alone, at 1 and 2 CTAs (4 warps each) per SM; block_q 128 and the
+    given head dim and block_kv (fa2_fwd.cu's tilings: 128 x 64 at d 128, 128 x 128 at d 64)."""
     import cupy as cp
-    mod = cp.RawModule(code=_FA2_LOOP_SRC, options=("-std=c++17",))
+    mod = cp.RawModule(code=_FA2_LOOP_SRC, options=("-std=c++17", f"-DD={d}", f"-DBKV={block_kv}"))
     smem_per_sm = cp.cuda.runtime.getDeviceProperties(0)["sharedMemPerMultiprocessor"]
     rows = []
     for per_sm in (1, 2):
@@ -559,13 +564,13 @@ def fa2_loop_rate(sm_count: int, steps: int = 2048) -> dict:
                                     shared_mem=smem), warmup=3, reps=10)
             cyc = float(cp.median(cycles.astype(cp.float64)))
             a = k.attributes
-            rows.append({"mode": name, "ctas_per_sm": per_sm, "steps": steps,
+            rows.append({"mode": name, "ctas_per_sm": per_sm, "steps": steps, "d": d, "block_kv": block_kv,
                          "cycles_per_step_per_cta": cyc / steps, "ms": ms,
                          "event_ns_per_step_per_sm": ms * 1e6 / steps / per_sm,
                          "num_regs": a.get("num_regs"), "local_size_bytes": a.get("local_size_bytes")})
     return {"rows": rows,
-            "method": f"one KV step = 2 x 2·128·64·128 FLOP per CTA (4 warps, block_q 128, "
-                      f"block_kv 64, d 128), {steps} steps, data in shared memory; clock64 "
+            "method": f"one KV step = 2 x 2·128·{block_kv}·{d} FLOP per CTA (4 warps, block_q 128, "
+                      f"block_kv {block_kv}, d {d}), {steps} steps, data in shared memory; clock64 "
                       f"cycles per CTA (median), median of 10 CUDA-event timings"}
 
 

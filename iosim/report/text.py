@@ -108,7 +108,11 @@ def _simulated(a):
     clock = b.get("clock_hz", g.clock_hz)
     frac = g.mma_flops_per_s_per_sm(p.dtype, "mma_sync") / g.tensor_flops_per_s_per_sm(p.dtype)
     at = f" at {clock / 1e6:,.0f} MHz (sustained under load)" if clock < g.clock_hz else ""
-    rate_note = (f"mma.sync at {frac:.1%} of wgmma's rate{at}" if sync else
+    one, two = (getattr(g, "tensor_mma_sync_fraction_one_warp", None),
+                getattr(g, "tensor_mma_sync_fraction_two_warps", None))
+    frac_note = (f"{one:.1%} / {two:.1%} (1 / 2+ warps per SM sub-partition)"
+                 if one is not None and two is not None else f"{frac:.1%}")
+    rate_note = (f"mma.sync at {frac_note} of wgmma's rate per clock{at}" if sync else
                  f"wgmma at its achievable rate{at}")
     binds = operand_s > 0.25 * busy_s if busy_s else False
     rows = [("predicted time", f"{seconds(t)}  [{a.model}, {d['mode']} mode]"),

@@ -4,7 +4,7 @@ server, and the unit busy time of a program (the costs themselves are machine.py
 from __future__ import annotations
 
 from ..errors import IosimError
-from ..machine import MmaCost, SmRates, occupancy
+from ..machine import MmaCost, SmRates, occupancy, resident_ctas_per_sm
 from ..schedule import program_totals
 
 
@@ -21,9 +21,10 @@ def kernel_rates(gpu, dtype: str, kernel) -> SmRates:
 
 
 def kernel_mma_cost(gpu, problem, kernel) -> MmaCost:
-    return MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
-                   problem.elem_bytes, max(1, occupancy(gpu, kernel.launch)),
-                   kernel.launch.num_ctas)
+    """The kernel's MMA cost at the CTAs per SM it reaches (machine.resident_ctas_per_sm)."""
+    la = kernel.launch
+    return MmaCost(gpu, problem.dtype, kernel.pipeline, la.threads_per_cta,
+                   problem.elem_bytes, resident_ctas_per_sm(gpu, la), la.num_ctas)
 
 
 def busy_of_program(program, rates) -> tuple:
