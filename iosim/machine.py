@@ -87,6 +87,24 @@ def reduce_sm_bytes_per_s(gpu, layout: str, active_sms: int = 0):
     return min(sm, chip / n) if chip else sm
 
 
+def reduce_hold_bytes_per_s(gpu, layout: str):
+    """Bytes/s at which a reduce store holds its issuing SM (MmaCost.reduce_hold): the SM's
+    own limit for its layout (GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s, _coalesced_...),
+    not a share of the chip-wide rate over the SMs the kernel occupies. The chip-wide rate is
+    the L2's (machine.reduce_l2_cost: every reduced byte holds the L2 port for its cost, in
+    exact mode's FIFO and the fast mode's fluid demand), shared only by the SMs adding at that
+    moment. H200, the project's fa2_bwd.cu (measurements/h200/fa2_bwd_atomics_h200.json,
+    scripts/fa2_bwd_atomics_h200.py): its dQaccum atomics cost 2.17-2.33 us per 32 KB Q-block
+    step (the kernel with them against without them), 14-15 GB/s per SM, the same with 32,
+    64, 128 CTAs in one wave and with 2048 CTAs in 15.5 waves; its clock64 trace has 33 of the
+    132 running CTAs in their atomics phase at a time on average (p90 39), whose adds from 33
+    SMs at the per-SM limit (0.51 TB/s) stay under the chip's 1.07 TB/s. None where the GPU
+    has no per-SM figure."""
+    if layout == "coalesced":
+        return getattr(gpu, "l2_reduce_coalesced_sm_bandwidth_bytes_per_s", None)
+    return getattr(gpu, "l2_reduce_sm_bandwidth_bytes_per_s", None)
+
+
 def copy_issue_s_per_byte(gpu, pipeline) -> float:
     """Seconds the issuing threads of a CTA spend per byte of a load they copy themselves
     (Pipeline.copy_issue_cycles_per_byte at the GPU's clock); 0 where not modelled. With one
@@ -239,13 +257,12 @@ class MmaCost:
             self.exposed_work_per_alu = f * wgmma_rate / rates.alu_ops_per_s
             self.issue_work_per_op = 0.0
         # reduce stores (fp32 atomics) of an mma.sync kernel hold its SM's MMA stream for their
-        # bytes at the rate one SM gets: its own measured limit, or its share of the chip-wide
-        # one when the kernel's CTAs occupy more SMs than that limit feeds
-        # (reduce_sm_bytes_per_s; GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s)
+        # bytes at the SM's own measured limit (reduce_hold_bytes_per_s); the chip-wide rate
+        # is the L2 port's (reduce_l2_cost), shared by the SMs adding at the same time
         self.reduce_work_per_byte = {}
         if self.sync:
             for lay in ("fragment", "coalesced"):
-                rate = reduce_sm_bytes_per_s(gpu, lay, active_sms)
+                rate = reduce_hold_bytes_per_s(gpu, lay)
                 if rate:
                     self.reduce_work_per_byte[lay] = wgmma_rate / rate
 
@@ -258,7 +275,7 @@ class MmaCost:
 
     def reduce_hold(self, nbytes: int, layout: str) -> float:
         """Tensor-server work a reduce store holds the SM's MMA stream for: its bytes at the
-        rate one SM gets for its layout (reduce_sm_bytes_per_s); 0 where not measured."""
+        SM's own rate for its layout (reduce_hold_bytes_per_s); 0 where not measured."""
         return self.reduce_work_per_byte.get(layout, 0.0) * nbytes
 
     def elementwise_hold(self, kind: str, count: float) -> float:

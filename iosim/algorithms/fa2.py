@@ -40,6 +40,21 @@ BWD_WARP_ROWS = 32
 # kernel's costs per byte.
 FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0233
 BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
+# Cycles the project's backward kernel's threads spend per byte of the dK_j, dV_j they write at
+# the end (Pipeline.store_issue_cycles_per_byte, Store.thread_issued): fa2_bwd.cu stores them
+# straight from the mma accumulator fragments, one 4-byte st.global of two halves per lane, so
+# a warp instruction writes 8 rows x 16 bytes (8 sectors), the fragment layout whose rate the
+# dQaccum atomics also have (plain st.f32 of that layout runs at the red.f32 rate:
+# measurements/h200/atomics_h200.json, and 0.90-0.94 of its per-SM cost in the kernel itself:
+# fa2_bwd_atomics_h200.json, IOSIM_DQ_MODE 2). Measured from the committed H200 traces
+# (tests/data/traces/fa2_bwd_*.json, iosim.kernels.copy_issue.store_issue_slope, as FA-1's
+# FWD_STORE_ISSUE_CYCLES_PER_BYTE): the dQaccum -> dK stamp gap of full KV blocks against the
+# ragged last one (only the stored rows differ; the loop writes dK and dV, so per stored byte
+# half the slope per dK byte), mean of the two traces that have both: d 64 0.0685, d 128 0.1284
+# (tests/test_copy_issue_traces.py). ~6,450 cycles for a 128 x 128 block's dK and dV at d 128;
+# the trace's whole gap is ~6,700-7,100. flash-attention's backward (torch flash) stages dK, dV
+# through shared memory and copies them out coalesced (gmem_tiled_copy_dKV): not charged.
+BWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0985
 
 
 # ---- resources ------------------------------------------------------------------------
@@ -198,9 +213,10 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
         prog += loop("i", seg.start, seg.stop, body)
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
+    own = kernel == "iosim"     # fa2_bwd.cu writes dK, dV from its fragments (thread-issued)
     prog += [Alu("scale dK", bc * d),
-             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb),
-             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb)]
+             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb, thread_issued=own),
+             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb, thread_issued=own)]
     return tuple(prog)
 
 
@@ -260,7 +276,9 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j, kernel),
                         Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE),
+                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE,
+                                 store_issue_cycles_per_byte=(BWD_STORE_ISSUE_CYCLES_PER_BYTE
+                                                              if kernel == "iosim" else 0.0)),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),
