@@ -215,7 +215,8 @@ class MmaCost:
 
     __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
                  "overlap", "issue_work_per_op", "exposed_work_per_exp", "exposed_work_per_alu",
-                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte")
+                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte",
+                 "cycle_s")
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int,
                  ctas_per_sm: int = 1, active_sms: int = 0):
@@ -246,6 +247,7 @@ class MmaCost:
         self.exposed_fraction = 0.0
         self.wgmma_rate = wgmma_rate
         self.copy_s_per_byte = copy_issue_s_per_byte(gpu, pipeline)
+        self.cycle_s = 1.0 / gpu.clock_hz
         exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
                    getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
         if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
@@ -277,6 +279,19 @@ class MmaCost:
         """Tensor-server work a reduce store holds the SM's MMA stream for: its bytes at the
         SM's own rate for its layout (reduce_hold_bytes_per_s); 0 where not measured."""
         return self.reduce_work_per_byte.get(layout, 0.0) * nbytes
+
+    def phase_s(self, op, count: float) -> float:
+        """Seconds the CTA's threads spend in a measured elementwise phase (Alu.
+        phase_cycles_per_op) of `count` ops at the GPU's clock; 0 where not measured."""
+        cpo = getattr(op, "phase_cycles_per_op", 0.0)
+        return count * cpo * self.cycle_s if cpo else 0.0
+
+    def alu_hold(self, op, count: float) -> float:
+        """Tensor-server work an Alu op holds the MMA stream for: the exposed fraction of its
+        measured phase (copy_hold's rule: the same warps are busy elsewhere) where it has one,
+        else elementwise_hold."""
+        ph = self.phase_s(op, count)
+        return self.copy_hold(ph) if ph else self.elementwise_hold("alu", count)
 
     def elementwise_hold(self, kind: str, count: float) -> float:
         """Tensor-server work an Exp or Alu op of `count` elements holds the MMA stream for:
@@ -324,7 +339,9 @@ def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> 
                 w += cost.work(item)
             elif holds:
                 kind = item.kind
-                if kind in ("exp", "alu"):
+                if kind == "alu":
+                    w += cost.alu_hold(item, item.count)
+                elif kind == "exp":
                     w += cost.elementwise_hold(kind, item.count)
                 elif kind == "load":
                     w += cost.copy_hold(item.bytes * cost.copy_s_per_byte)

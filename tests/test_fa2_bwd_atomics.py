@@ -130,3 +130,60 @@ def test_dk_dv_store_issue_adds_its_cycles_to_a_lone_cta():
     t_bare = simulate(s.__class__(**{**s.__dict__, "kernels": swapped}), gpu, mode="exact").kernels[1].time_s
     expect = 2 * 128 * 128 * 2 * fa2.BWD_STORE_ISSUE_CYCLES_PER_BYTE / gpu.clock_hz
     assert t_with - t_bare == pytest.approx(expect, rel=0.05)
+
+
+def test_ds_phase_constant_is_the_traces_gap_difference():
+    """fa2.BWD_DS_PHASE_CYCLES_PER_OP: the gap before dK += dSᵀQ less the gap before
+    dV += PᵀdO (the dS phase), per S element, median of the three committed traces, halved
+    (the schedule counts 2 ops per element)."""
+    from iosim.kernels.copy_issue import phase_gap_difference
+    per_element = []
+    for f in sorted(glob.glob(str(TRACES / "fa2_bwd_*.json"))):
+        t = json.loads(Path(f).read_text())
+        bq = {128: 64, 64: 128}[t["problem"]["head_dim"]]          # the traces' tilings
+        assert t["tiling"]["bwd"]["block_q"] == bq and t["tiling"]["bwd"]["block_kv"] == 128
+        per_element.append(phase_gap_difference(t, "fa2_bwd", "dK+=dS^T Q", "dV+=P^T dO") / (bq * 128))
+    assert len(per_element) == 3
+    assert 0.08 < min(per_element) and max(per_element) < 0.1
+    assert fa2.BWD_DS_PHASE_CYCLES_PER_OP == pytest.approx(float(np.median(per_element)) / 2, rel=0.01)
+
+
+def test_ds_phase_holds_a_lone_cta_for_its_cycles():
+    """Exact mode, one lone CTA of 2 Q-block steps at d 128 (64 x 128 S tiles): the dS
+    phase's cycles beyond the ALU unit time it replaces are what the figure adds."""
+    from iosim.schedule import Alu, Loop
+    from iosim.sim import simulate
+    p = AttentionProblem(batch=1, heads_q=1, seq_q=128, head_dim=128, direction="bwd")
+    s = build_schedule(p, "h200", "fa2")
+    k = _kernel(s, "fa2_bwd")
+    gpu = H200.model_copy(update={"cta_turnover_cycles": None})
+
+    def strip(items):
+        out = []
+        for it in items:
+            if isinstance(it, Loop):
+                out.append(Loop(it.var, it.start, it.count, tuple(strip(it.body))))
+            elif isinstance(it, Alu) and it.phase_cycles_per_op:
+                out.append(Alu(it.name, it.count))
+            else:
+                out.append(it)
+        return out
+    bare = k.__class__(**{**{f: getattr(k, f) for f in k.__dataclass_fields__},
+                          "program": lambda cta: tuple(strip(k.program(cta)))})
+    swapped = tuple(bare if kk.name == "fa2_bwd" else kk for kk in s.kernels)
+    t_with = simulate(s, gpu, mode="exact").kernels[1].time_s
+    t_bare = simulate(s.__class__(**{**s.__dict__, "kernels": swapped}), gpu, mode="exact").kernels[1].time_s
+    n = 2 * 64 * 128 * 2                                   # 2 steps x 2 ops per S element
+    unit = n / (gpu.alu_ops_per_s / gpu.sm_count)
+    expect = n * fa2.BWD_DS_PHASE_CYCLES_PER_OP / gpu.clock_hz - unit
+    assert t_with - t_bare == pytest.approx(expect, rel=0.1)
+
+
+def test_flash_attn_ds_phase_is_not_charged():
+    p = AttentionProblem(batch=1, heads_q=2, seq_q=1024, head_dim=128, direction="bwd")
+    from iosim.schedule import Alu, Loop
+    for kernel, want in (("iosim", fa2.BWD_DS_PHASE_CYCLES_PER_OP), ("flash-attn", 0.0)):
+        k = _kernel(build_schedule(p, H200, "fa2", kernel=kernel), "fa2_bwd")
+        loop = next(it for it in k.program(0) if isinstance(it, Loop))
+        ds = next(it for it in loop.body if isinstance(it, Alu) and it.name.startswith("dS"))
+        assert ds.phase_cycles_per_op == want

@@ -55,6 +55,18 @@ BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
 # the trace's whole gap is ~6,700-7,100. flash-attention's backward (torch flash) stages dK, dV
 # through shared memory and copies them out coalesced (gmem_tiled_copy_dKV): not charged.
 BWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0985
+# Cycles per counted op (2 per S element) of the project's backward kernel's dS phase
+# (Alu.phase_cycles_per_op): fa2_bwd.cu reads P back from shared memory (lds32 per element
+# pair), forms dS = P (dP - D) in registers, writes dS to shared memory (sts32) and meets a
+# barrier before dK += dSᵀQ; the ALU unit time of its 2 ops per element (128 lanes per clock)
+# is ~0.016 cycles per element, the phase ~0.09: shared-memory round trips and the barrier,
+# not arithmetic. Measured from the committed H200 traces (tests/data/traces/fa2_bwd_*.json,
+# iosim.kernels.copy_issue.phase_gap_difference): the stamp gap before dK += dSᵀQ less the
+# gap before dV += PᵀdO (each: one barrier, the same 128 x d x Br GEMM, one trace write; the
+# first also the dS phase), per S element, median of the three traces (d 64 0.0948, d 128
+# 0.0897 and 0.0911), halved (tests/test_fa2_bwd_atomics.py). flash-attention's backward
+# forms dS in registers from its own P fragments: not charged.
+BWD_DS_PHASE_CYCLES_PER_OP = 0.0456
 
 
 # ---- resources ------------------------------------------------------------------------
@@ -205,7 +217,8 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
                  Alu("P", br * bc),
                  Mma("dV+=P^T dO", bc, d, br, BWD_WARP_ROWS),
                  Mma("dP=dO V^T", br, bc, d, BWD_WARP_ROWS),
-                 Alu("dS=P*(dP-D)", 2 * br * bc),
+                 Alu("dS=P*(dP-D)", 2 * br * bc,
+                     BWD_DS_PHASE_CYCLES_PER_OP if kernel == "iosim" else 0.0),
                  Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
                  Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
                  Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,

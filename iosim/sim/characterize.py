@@ -50,7 +50,9 @@ def shape_key(items) -> tuple:
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
-        elif kind in ("exp", "alu"):
+        elif kind == "alu":
+            out.append((kind, item.count, item.phase_cycles_per_op))
+        elif kind == "exp":
             out.append((kind, item.count))
     return tuple(out)
 
