@@ -261,6 +261,7 @@ class MmaCost:
         # reduce stores (fp32 atomics) of an mma.sync kernel hold its SM's MMA stream for their
         # bytes at the SM's own measured limit (reduce_hold_bytes_per_s); the chip-wide rate
         # is the L2 port's (reduce_l2_cost), shared by the SMs adding at the same time
+        # (`active_sms`, the SMs the kernel occupies, no longer enters: kept for callers)
         self.reduce_work_per_byte = {}
         if self.sync:
             for lay in ("fragment", "coalesced"):
