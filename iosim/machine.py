@@ -380,6 +380,22 @@ def _mma_split(kernel, cost: "MmaCost") -> tuple:
     return tt, oo
 
 
+def _alu_hold_work(kernel, cost: "MmaCost") -> float:
+    """MMA-stream work the kernel's Alu ops hold, summed over CTAs (MmaCost.alu_hold: the
+    exposed part of a measured phase, else the elementwise hold)."""
+    from .schedule import Loop
+
+    def walk(program) -> float:
+        w = 0.0
+        for item in program:
+            if isinstance(item, Loop):
+                w += item.count * walk(item.body)
+            elif getattr(item, "kind", "") == "alu":
+                w += cost.alu_hold(item, item.count)
+        return w
+    return sum(count * walk(kernel.program(rep)) for rep, count in kernel.classes)
+
+
 def time_breakdown(schedule, gpu, result) -> dict:
     """Where the predicted time goes, by mechanism, in seconds of the whole run (per-SM unit
     busy time averaged over the SMs). Units overlap, so the parts do not add up to the time:
@@ -404,7 +420,7 @@ def time_breakdown(schedule, gpu, result) -> dict:
                 "mma_s": t / wgmma_rate, "mma_operand_reads_s": o / wgmma_rate,
                 # the tensor server held while the softmax's instructions issue (MmaCost)
                 "issue_slots_s": (cost.elementwise_hold("exp", kt.exp)
-                                  + cost.elementwise_hold("alu", kt.alu)) / wgmma_rate,
+                                  + _alu_hold_work(kernel, cost)) / wgmma_rate,
                 # the MMA stream held while the MMA warps issue their own copies and while
                 # their reduce stores drain (MmaCost.copy_hold, reduce_hold)
                 "copy_issue_hold_s": cost.copy_hold(

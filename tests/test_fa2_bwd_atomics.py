@@ -187,3 +187,30 @@ def test_flash_attn_ds_phase_is_not_charged():
         loop = next(it for it in k.program(0) if isinstance(it, Loop))
         ds = next(it for it in loop.body if isinstance(it, Alu) and it.name.startswith("dS"))
         assert ds.phase_cycles_per_op == want
+
+
+def test_breakdown_counts_the_ds_phase_hold():
+    """time_breakdown's issue_slots_s of fa2_bwd: the exp hold plus each Alu op's hold, the dS
+    phase's being the exposed fraction of its measured cycles."""
+    from iosim.machine import occupancy, time_breakdown
+    from iosim.schedule import Alu, Loop
+    from iosim.sim import simulate
+    p = AttentionProblem(batch=1, heads_q=1, seq_q=1024, head_dim=128, direction="bwd")
+    s = build_schedule(p, "h200", "fa2")
+    k = _kernel(s, "fa2_bwd")
+    part = next(x for x in time_breakdown(s, H200, simulate(s, H200))["kernels"] if x["name"] == "fa2_bwd")
+    cost = MmaCost(H200, "fp16", k.pipeline, k.launch.threads_per_cta, 2, occupancy(H200, k.launch))
+    f = H200.mma_sync_exposed_fraction_two_warps
+    ds = exp = other = 0.0
+    for cta in range(k.launch.num_ctas):
+        loop = next(it for it in k.program(cta) if isinstance(it, Loop))
+        for it in loop.body:
+            if isinstance(it, Alu) and it.phase_cycles_per_op:
+                ds += loop.count * it.count * it.phase_cycles_per_op / H200.clock_hz * f
+            elif isinstance(it, Alu):
+                other += loop.count * cost.elementwise_hold("alu", it.count)
+            elif it.kind == "exp":
+                exp += loop.count * cost.elementwise_hold("exp", it.count)
+        other += sum(cost.elementwise_hold("alu", it.count) for it in k.program(cta) if isinstance(it, Alu))
+    wgmma = H200.tensor_flops_per_s_per_sm("fp16") * H200.sm_count
+    assert part["issue_slots_s"] == pytest.approx(ds / H200.sm_count + (exp + other) / wgmma, rel=1e-6)
