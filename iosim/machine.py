@@ -87,6 +87,24 @@ def reduce_sm_bytes_per_s(gpu, layout: str, active_sms: int = 0):
     return min(sm, chip / n) if chip else sm
 
 
+def reduce_hold_bytes_per_s(gpu, layout: str):
+    """Bytes/s at which a reduce store holds its issuing SM (MmaCost.reduce_hold): the SM's
+    own limit for its layout (GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s, _coalesced_...),
+    not a share of the chip-wide rate over the SMs the kernel occupies. The chip-wide rate is
+    the L2's (machine.reduce_l2_cost: every reduced byte holds the L2 port for its cost, in
+    exact mode's FIFO and the fast mode's fluid demand), shared only by the SMs adding at that
+    moment. H200, the project's fa2_bwd.cu (measurements/h200/fa2_bwd_atomics_h200.json,
+    scripts/fa2_bwd_atomics_h200.py): its dQaccum atomics cost 2.17-2.33 us per 32 KB Q-block
+    step (the kernel with them against without them), 14-15 GB/s per SM, the same with 32,
+    64, 128 CTAs in one wave and with 2048 CTAs in 15.5 waves; its clock64 trace has 33 of the
+    132 running CTAs in their atomics phase at a time on average (p90 39), whose adds from 33
+    SMs at the per-SM limit (0.51 TB/s) stay under the chip's 1.07 TB/s. None where the GPU
+    has no per-SM figure."""
+    if layout == "coalesced":
+        return getattr(gpu, "l2_reduce_coalesced_sm_bandwidth_bytes_per_s", None)
+    return getattr(gpu, "l2_reduce_sm_bandwidth_bytes_per_s", None)
+
+
 def copy_issue_s_per_byte(gpu, pipeline) -> float:
     """Seconds the issuing threads of a CTA spend per byte of a load they copy themselves
     (Pipeline.copy_issue_cycles_per_byte at the GPU's clock); 0 where not modelled. With one
@@ -232,7 +250,8 @@ class MmaCost:
 
     __slots__ = ("scale", "readers", "elem_bytes", "smem_per_flop_rate", "sync", "memo",
                  "overlap", "issue_work_per_op", "exposed_work_per_exp", "exposed_work_per_alu",
-                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte")
+                 "reduce_work_per_byte", "exposed_fraction", "wgmma_rate", "copy_s_per_byte",
+                 "cycle_s")
 
     def __init__(self, gpu, dtype: str, pipeline, threads_per_cta: int, elem_bytes: int,
                  ctas_per_sm: int = 1, active_sms: int = 0):
@@ -270,6 +289,7 @@ class MmaCost:
         self.exposed_fraction = 0.0
         self.wgmma_rate = wgmma_rate
         self.copy_s_per_byte = copy_issue_s_per_byte(gpu, pipeline)
+        self.cycle_s = 1.0 / gpu.clock_hz
         exposed = (getattr(gpu, "mma_sync_exposed_fraction_one_warp", None),
                    getattr(gpu, "mma_sync_exposed_fraction_two_warps", None))
         if self.sync and exposed[0] is not None and exposed[1] is not None and ELEMENTWISE_BLOCKS_MMA:
@@ -280,13 +300,13 @@ class MmaCost:
             self.exposed_work_per_alu = f * wgmma_rate / rates.alu_ops_per_s
             self.issue_work_per_op = 0.0
         # reduce stores (fp32 atomics) of an mma.sync kernel hold its SM's MMA stream for their
-        # bytes at the rate one SM gets: its own measured limit, or its share of the chip-wide
-        # one when the kernel's CTAs occupy more SMs than that limit feeds
-        # (reduce_sm_bytes_per_s; GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s)
+        # bytes at the SM's own measured limit (reduce_hold_bytes_per_s); the chip-wide rate
+        # is the L2 port's (reduce_l2_cost), shared by the SMs adding at the same time
+        # (`active_sms`, the SMs the kernel occupies, no longer enters: kept for callers)
         self.reduce_work_per_byte = {}
         if self.sync:
             for lay in ("fragment", "coalesced"):
-                rate = reduce_sm_bytes_per_s(gpu, lay, active_sms)
+                rate = reduce_hold_bytes_per_s(gpu, lay)
                 if rate:
                     self.reduce_work_per_byte[lay] = wgmma_rate / rate
 
@@ -299,8 +319,21 @@ class MmaCost:
 
     def reduce_hold(self, nbytes: int, layout: str) -> float:
         """Tensor-server work a reduce store holds the SM's MMA stream for: its bytes at the
-        rate one SM gets for its layout (reduce_sm_bytes_per_s); 0 where not measured."""
+        SM's own rate for its layout (reduce_hold_bytes_per_s); 0 where not measured."""
         return self.reduce_work_per_byte.get(layout, 0.0) * nbytes
+
+    def phase_s(self, op, count: float) -> float:
+        """Seconds the CTA's threads spend in a measured elementwise phase (Alu.
+        phase_cycles_per_op) of `count` ops at the GPU's clock; 0 where not measured."""
+        cpo = getattr(op, "phase_cycles_per_op", 0.0)
+        return count * cpo * self.cycle_s if cpo else 0.0
+
+    def alu_hold(self, op, count: float) -> float:
+        """Tensor-server work an Alu op holds the MMA stream for: the exposed fraction of its
+        measured phase (copy_hold's rule: the same warps are busy elsewhere) where it has one,
+        else elementwise_hold."""
+        ph = self.phase_s(op, count)
+        return self.copy_hold(ph) if ph else self.elementwise_hold("alu", count)
 
     def elementwise_hold(self, kind: str, count: float) -> float:
         """Tensor-server work an Exp or Alu op of `count` elements holds the MMA stream for:
@@ -355,7 +388,9 @@ def tensor_server_busy_s(kernel, cost: "MmaCost", server_flops_per_s: float) -> 
                 w += cost.work(item)
             elif holds:
                 kind = item.kind
-                if kind in ("exp", "alu"):
+                if kind == "alu":
+                    w += cost.alu_hold(item, item.count)
+                elif kind == "exp":
                     w += cost.elementwise_hold(kind, item.count)
                 elif kind == "load":
                     w += cost.copy_hold(item.bytes * cost.copy_s_per_byte)
@@ -393,6 +428,22 @@ def _mma_split(kernel, cost: "MmaCost") -> tuple:
     return tt, oo
 
 
+def _alu_hold_work(kernel, cost: "MmaCost") -> float:
+    """MMA-stream work the kernel's Alu ops hold, summed over CTAs (MmaCost.alu_hold: the
+    exposed part of a measured phase, else the elementwise hold)."""
+    from .schedule import Loop
+
+    def walk(program) -> float:
+        w = 0.0
+        for item in program:
+            if isinstance(item, Loop):
+                w += item.count * walk(item.body)
+            elif getattr(item, "kind", "") == "alu":
+                w += cost.alu_hold(item, item.count)
+        return w
+    return sum(count * walk(kernel.program(rep)) for rep, count in kernel.classes)
+
+
 def time_breakdown(schedule, gpu, result) -> dict:
     """Where the predicted time goes, by mechanism, in seconds of the whole run (per-SM unit
     busy time averaged over the SMs). Units overlap, so the parts do not add up to the time:
@@ -417,7 +468,7 @@ def time_breakdown(schedule, gpu, result) -> dict:
                 "mma_s": t / wgmma_rate, "mma_operand_reads_s": o / wgmma_rate,
                 # the tensor server held while the softmax's instructions issue (MmaCost)
                 "issue_slots_s": (cost.elementwise_hold("exp", kt.exp)
-                                  + cost.elementwise_hold("alu", kt.alu)) / wgmma_rate,
+                                  + _alu_hold_work(kernel, cost)) / wgmma_rate,
                 # the MMA stream held while the MMA warps issue their own copies and while
                 # their reduce stores drain (MmaCost.copy_hold, reduce_hold)
                 "copy_issue_hold_s": cost.copy_hold(

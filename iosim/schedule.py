@@ -96,10 +96,16 @@ class Exp:
 
 @dataclass(frozen=True, slots=True)
 class Alu:
-    """Other elementwise work on the fp32 ALUs (max, sum, scale, mask, rescale...)."""
+    """Other elementwise work on the fp32 ALUs (max, sum, scale, mask, rescale...).
+    phase_cycles_per_op: where a kernel's phase around this work is measured (its operands
+    read and written through shared memory, the barrier after it), the clock cycles its CTA
+    spends per counted op, in series with its compute (machine.MmaCost.phase_s); the SM's
+    MMA stream is held for the exposed fraction of that time instead of the op's unit time.
+    0: the ALU unit time and MmaCost.elementwise_hold alone."""
 
     name: str
     count: int
+    phase_cycles_per_op: float = 0.0
     kind = "alu"
 
 

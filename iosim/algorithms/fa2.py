@@ -57,6 +57,33 @@ BWD_WARP_ROWS = 32
 FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0266
 FWD_COPY_ISSUE_TRACE_CYCLES_PER_BYTE = 0.0233
 BWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0314
+# Cycles the project's backward kernel's threads spend per byte of the dK_j, dV_j they write at
+# the end (Pipeline.store_issue_cycles_per_byte, Store.thread_issued): fa2_bwd.cu stores them
+# straight from the mma accumulator fragments, one 4-byte st.global of two halves per lane, so
+# a warp instruction writes 8 rows x 16 bytes (8 sectors), the fragment layout whose rate the
+# dQaccum atomics also have (plain st.f32 of that layout runs at the red.f32 rate:
+# measurements/h200/atomics_h200.json, and 0.90-0.94 of its per-SM cost in the kernel itself:
+# fa2_bwd_atomics_h200.json, IOSIM_DQ_MODE 2). Measured from the committed H200 traces
+# (tests/data/traces/fa2_bwd_*.json, iosim.kernels.copy_issue.store_issue_slope, as FA-1's
+# FWD_STORE_ISSUE_CYCLES_PER_BYTE): the dQaccum -> dK stamp gap of full KV blocks against the
+# ragged last one (only the stored rows differ; the loop writes dK and dV, so per stored byte
+# half the slope per dK byte), mean of the two traces that have both: d 64 0.0685, d 128 0.1284
+# (tests/test_copy_issue_traces.py). ~6,450 cycles for a 128 x 128 block's dK and dV at d 128;
+# the trace's whole gap is ~6,700-7,100. flash-attention's backward (torch flash) stages dK, dV
+# through shared memory and copies them out coalesced (gmem_tiled_copy_dKV): not charged.
+BWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0985
+# Cycles per counted op (2 per S element) of the project's backward kernel's dS phase
+# (Alu.phase_cycles_per_op): fa2_bwd.cu reads P back from shared memory (lds32 per element
+# pair), forms dS = P (dP - D) in registers, writes dS to shared memory (sts32) and meets a
+# barrier before dK += dSᵀQ; the ALU unit time of its 2 ops per element (128 lanes per clock)
+# is ~0.016 cycles per element, the phase ~0.09: shared-memory round trips and the barrier,
+# not arithmetic. Measured from the committed H200 traces (tests/data/traces/fa2_bwd_*.json,
+# iosim.kernels.copy_issue.phase_gap_difference): the stamp gap before dK += dSᵀQ less the
+# gap before dV += PᵀdO (each: one barrier, the same 128 x d x Br GEMM, one trace write; the
+# first also the dS phase), per S element, median of the three traces (d 64 0.0948, d 128
+# 0.0897 and 0.0911), halved (tests/test_fa2_bwd_atomics.py). flash-attention's backward
+# forms dS in registers from its own P fragments: not charged.
+BWD_DS_PHASE_CYCLES_PER_OP = 0.0456
 
 
 # ---- resources ------------------------------------------------------------------------
@@ -208,7 +235,8 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
                  Alu("P", br * bc),
                  Mma("dV+=P^T dO", bc, d, br, BWD_WARP_ROWS),
                  Mma("dP=dO V^T", br, bc, d, BWD_WARP_ROWS),
-                 Alu("dS=P*(dP-D)", 2 * br * bc),
+                 Alu("dS=P*(dP-D)", 2 * br * bc,
+                     BWD_DS_PHASE_CYCLES_PER_OP if kernel == "iosim" else 0.0),
                  Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
                  Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
                  Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,
@@ -217,9 +245,10 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
     lay = output_layout(kernel)
+    own = kernel == "iosim"     # fa2_bwd.cu writes dK, dV from its fragments (thread-issued)
     prog += [Alu("scale dK", bc * d),
-             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay),
-             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay)]
+             Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay, thread_issued=own),
+             Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay, thread_issued=own)]
     return tuple(prog)
 
 
@@ -279,7 +308,9 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
                         bwd_registers(t, d), lambda b, h, j: bwd_program(problem, t, b, h, j, kernel),
                         Pipeline(stages=t.stages, mma_instruction="mma_sync",
-                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE),
+                                 copy_issue_cycles_per_byte=BWD_COPY_ISSUE_CYCLES_PER_BYTE,
+                                 store_issue_cycles_per_byte=(BWD_STORE_ISSUE_CYCLES_PER_BYTE
+                                                              if kernel == "iosim" else 0.0)),
                         lambda j: bwd_block_shape(problem, t, j)),
         q_block_kernel("fa2_bwd_convert_dq", problem, small, 0, 32,
                        lambda b, h, i: convert_dq_program(problem, small, b, h, i), elementwise),

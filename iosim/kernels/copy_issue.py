@@ -90,3 +90,19 @@ def store_issue_slope(trace: dict, kernel: str, after: str, store: str) -> float
         return None
     lo, hi = min(gaps), max(gaps)
     return (float(np.median(gaps[hi])) - float(np.median(gaps[lo]))) / (hi - lo)
+
+
+def phase_gap_difference(trace: dict, kernel: str, with_phase: str, without_phase: str) -> float:
+    """Clock64 cycles of a phase the kernel runs before op `with_phase` and not before op
+    `without_phase`, where the two ops' stamp gaps are otherwise alike (one barrier, a GEMM of
+    the same shape, one trace write): median gap before `with_phase` less median gap before
+    `without_phase`, over every CTA and step of the trace (gaps from the previous stamp)."""
+    k = _kernel(trace, kernel)
+    names = k["names"]
+    w_id, wo_id = names.index(with_phase), names.index(without_phase)
+    gaps = {w_id: [], wo_id: []}
+    for events in k["ctas"]:
+        for a, b in zip(events, events[1:]):
+            if b[1] in gaps and b[0] not in (LOAD, STORE, STORE + 1):
+                gaps[b[1]].append(b[6] - a[6])
+    return float(np.median(gaps[w_id])) - float(np.median(gaps[wo_id]))

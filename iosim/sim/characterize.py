@@ -53,7 +53,9 @@ def shape_key(items) -> tuple:
                         item.layout))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
-        elif kind in ("exp", "alu"):
+        elif kind == "alu":
+            out.append((kind, item.count, item.phase_cycles_per_op))
+        elif kind == "exp":
             out.append((kind, item.count))
     return tuple(out)
 

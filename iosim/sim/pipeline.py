@@ -145,8 +145,16 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
             if kind != "mma" and ctx.mma is not None:
                 # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
-                # MMA stream pauses while they issue elementwise instructions
-                hold = ctx.mma.elementwise_hold(kind, op.count * share)
+                # MMA stream pauses while they issue elementwise instructions; a measured
+                # phase (Alu.phase_cycles_per_op) holds the threads for its time and the
+                # stream for its exposed part (MmaCost.alu_hold)
+                if kind == "alu":
+                    hold = ctx.mma.alu_hold(op, op.count * share)
+                    phase = ctx.mma.phase_s(op, op.count * share)
+                    if phase:
+                        finish = max(finish, now + phase)
+                else:
+                    hold = ctx.mma.elementwise_hold(kind, op.count * share)
                 if hold:
                     _s, f2 = units.tensor.reserve(now, hold)
                     finish = max(finish, f2)

@@ -28,6 +28,15 @@
 #ifndef IOSIM_STAGES
 #define IOSIM_STAGES 2
 #endif
+// Measurement variants of the dQaccum update (scripts/fa2_bwd_atomics_h200.py; default 0):
+//   0 atomicAdd (red.global.add.f32) of the mma accumulator fragment, as the schedule says
+//   1 none: dQ is computed but not written (the stores sit behind a run-time condition that
+//     never holds, so the dQ GEMM stays): the kernel without its dQaccum traffic
+//   2 plain st.global.f32 of the same fragment to the same addresses (not a reduction:
+//     dQaccum is wrong), the layout's cost without atomicity
+#ifndef IOSIM_DQ_MODE
+#define IOSIM_DQ_MODE 0
+#endif
 
 namespace fa2b {
 constexpr int D = IOSIM_D, BQ = IOSIM_BQ, BKV = IOSIM_BKV, WARPS = IOSIM_WARPS, STAGES = IOSIM_STAGES;
@@ -337,8 +346,18 @@ fa2_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
                         float* dst = dqa_g + (long long)(r0 + rl) * D + wn3 * TN3 + (lane & 3) * 2;
 #pragma unroll
                         for (int n = 0; n < NT3; ++n) {
+#if IOSIM_DQ_MODE == 0
                             atomicAdd(dst + n * 8, dq[mt][n][2 * hf]);
                             atomicAdd(dst + n * 8 + 1, dq[mt][n][2 * hf + 1]);
+#elif IOSIM_DQ_MODE == 1
+                            if (scale < 0.f) {       // never: the softmax scale is positive
+                                dst[n * 8] = dq[mt][n][2 * hf];
+                                dst[n * 8 + 1] = dq[mt][n][2 * hf + 1];
+                            }
+#else
+                            dst[n * 8] = dq[mt][n][2 * hf];
+                            dst[n * 8 + 1] = dq[mt][n][2 * hf + 1];
+#endif
                         }
                     }
                 }
