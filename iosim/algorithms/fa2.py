@@ -23,8 +23,27 @@ REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond
 # - "flash-attn": Dao-AILab flash-attention 2 (torch's flash back end): its backward adds
 #   dQaccum with 32 threads per row, a warp covering 128 contiguous bytes
 #   (GmemTiledCopydQaccumAtomicAdd, csrc/flash_attn/src/kernel_traits.h; the atomicAdd loop of
-#   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced".
-KERNELS = ("iosim", "flash-attn")
+#   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced". Its loops run
+#   downwards: the forward visits KV blocks from n_block_max − 1 to n_block_min, the blocks
+#   that need the causal mask first (compute_attn_1rowblock, flash_fwd_kernel.h: `n_block =
+#   n_block_max − 1`, `--n_block`), the backward Q blocks from m_block_max − 1 to m_block_min
+#   (compute_dq_dk_dv_1colblock: `m_block = m_block_max − 1`, `--m_block`); Loop.step −1.
+#   Its grids are the project's: (Q blocks, batch, heads) forward, (KV blocks, batch, heads)
+#   backward, x fastest (flash_fwd_launch_template.h `dim3 grid(num_m_block, b, h)`,
+#   flash_bwd_launch_template.h `grid_n(num_n_block, b, h)`; measured by Nsight Compute,
+#   measurements/h200/torch_flash_launch_ncu.csv);
+# - "torch-flash": torch's flash back end as scaled_dot_product_attention runs it: the
+#   "flash-attn" kernels, and in the backward first two copies making the output O and its
+#   gradient dO contiguous in the (batch, seq, heads, d) layout the kernels read
+#   (`grad_out.contiguous()`, `out.contiguous()` in _flash_attention_backward,
+#   aten/src/ATen/native/transformers/cuda/attention_backward.cu; Nsight Compute lists both
+#   at::direct_copy_kernel_cuda launches before flash_bwd_dot_do_o_kernel in every torch
+#   flash backward row, iosim/data/validation/measured_h200*_kernels.csv).
+KERNELS = ("iosim", "flash-attn", "torch-flash")
+# kernels whose loops run downwards (flash-attention's)
+DOWNWARD_KERNELS = ("flash-attn", "torch-flash")
+# what torch's flash backward copies before flash-attention's kernels run ("torch-flash")
+TORCH_COPIES = ("O", "dO")
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
 # Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
@@ -105,16 +124,20 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
     return tuple(body)
 
 
-def fwd_program(problem, t: Tiling, b: int, h: int, i: int) -> tuple:
+def fwd_program(problem, t: Tiling, b: int, h: int, i: int, downward: bool = False) -> tuple:
+    """Q block i's program; `downward`: its KV loop runs from the last block to the first
+    (flash-attention's, DOWNWARD_KERNELS), else from the first to the last."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
     tail = problem.seq_kv - (ceil_div(problem.seq_kv, t.block_kv) - 1) * t.block_kv
     prog = [Load("Q", (b, h, i), rows_q, d, rows_q * d * eb)]       # Q_i stays on chip
-    for seg in kv_segments(problem, i, t.block_q, t.block_kv):
+    segments = kv_segments(problem, i, t.block_q, t.block_kv)
+    for seg in (reversed(segments) if downward else segments):
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
-                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged))
+                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged),
+                     reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb),     # O_i written once
              Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
@@ -147,11 +170,12 @@ def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:
             tuple(kv_segments(problem, i, t.block_q, t.block_kv)))
 
 
-def forward_kernels(problem, t: Tiling) -> tuple:
+def forward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
+    downward = kernel in DOWNWARD_KERNELS
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
-        lambda b, h, i: fwd_program(problem, t, b, h, i),
+        lambda b, h, i: fwd_program(problem, t, b, h, i, downward),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
                  copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)
@@ -177,7 +201,9 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
     tail_q = problem.seq_q - (ceil_div(problem.seq_q, br) - 1) * br
     prog = [Load("K", (b, hk, j), rows_kv, d, rows_kv * d * eb),   # K_j, V_j stay on chip
             Load("V", (b, hk, j), rows_kv, d, rows_kv * d * eb)]
-    for seg in q_segments(problem, j, br, bc):
+    downward = kernel in DOWNWARD_KERNELS      # Q blocks from the last to the first
+    segments = q_segments(problem, j, br, bc)
+    for seg in (reversed(segments) if downward else segments):
         rq = tail_q if seg.ragged else br
         body = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
                 Load("dO", (b, h, "i"), rq, d, rq * d * eb),
@@ -194,14 +220,23 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
                  Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
                  Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
                  Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,
-                       reduce_layout="coalesced" if kernel == "flash-attn" else "fragment")]
-        prog += loop("i", seg.start, seg.stop, body)
+                       reduce_layout="coalesced" if kernel in DOWNWARD_KERNELS else "fragment")]
+        prog += loop("i", seg.start, seg.stop, body, reverse=downward)
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
     prog += [Alu("scale dK", bc * d),
              Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb),
              Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb)]
     return tuple(prog)
+
+
+def contiguous_copy_program(problem, t: Tiling, tensor: str, b, h, i) -> tuple:
+    """torch's `.contiguous()` of one Q block's rows of O or dO (TORCH_COPIES): read from
+    the strided layout, written where the backward's kernels read them."""
+    d, eb = problem.head_dim, problem.elem_bytes
+    rows = rows_in_block(i, t.block_q, problem.seq_q)
+    return (Load(tensor + "_strided", (b, h, i), rows, d, rows * d * eb),
+            Store(tensor, (b, h, i), rows, d, rows * d * eb))
 
 
 def convert_dq_program(problem, t: Tiling, b, h, i) -> tuple:
@@ -254,7 +289,13 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     elementwise = Pipeline(stages=1)
     small = Tiling(t.block_q, t.block_kv, 1, 4)
-    kernels = [
+    kernels = [] if kernel != "torch-flash" else [
+        q_block_kernel(f"torch_contiguous_{name}", problem, small, 0, 32,
+                       lambda b, h, i, name=name: contiguous_copy_program(problem, small, name,
+                                                                          b, h, i),
+                       elementwise)
+        for name in TORCH_COPIES]
+    kernels += [
         q_block_kernel("fa2_bwd_preprocess", problem, small, 0, 32,
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),
@@ -280,7 +321,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
     tilings, kernels = {}, []
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = fwd_tiling(problem, gpu, **fwd_overrides)
-        kernels += forward_kernels(problem, tilings["fwd"])
+        kernels += forward_kernels(problem, tilings["fwd"], kernel)
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = bwd_tiling(problem, gpu, **bwd_overrides)
         kernels += backward_kernels(problem, tilings["bwd"], kernel)
