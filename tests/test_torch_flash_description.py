@@ -71,11 +71,21 @@ def test_torch_flash_backward_copies_o_and_do_first():
     assert names[:2] == ["torch_contiguous_O", "torch_contiguous_dO"]
     assert names[2:] == [k.name for k in build_schedule(p, "h200", "fa2",
                                                          kernel="flash-attn").kernels]
-    size = 2 * 4 * 1000 * 64 * 2            # batch × heads × N × d × fp16 bytes
+    numel = 2 * 4 * 1000 * 64                # batch × heads × N × d
     for k, t in zip(s.kernels[:2], ("O", "dO")):
         tot = k.totals()
-        assert dict(tot.load_bytes) == {t + "_strided": size}
-        assert dict(tot.store_bytes) == {t: size}
+        assert dict(tot.load_bytes) == {t + "_strided": 2 * numel}       # fp16
+        assert dict(tot.store_bytes) == {t + "_contiguous": 2 * numel}
+        assert k.launch.grid == (-(-numel // 512), 1, 1)      # elementwise_kernel<128, 4>
+        assert k.launch.threads_per_cta == 128
+
+
+def test_torch_flash_copy_classes_count_what_enumeration_counts():
+    p = AttentionProblem(seq_q=1000, heads_q=3, batch=1, head_dim=64, direction="bwd")
+    (k,) = [k for k in build_schedule(p, "h200", "fa2", kernel="torch-flash").kernels
+            if k.name == "torch_contiguous_O"]
+    assert k.totals().load_bytes == k.totals_by_enumeration().load_bytes
+    assert sum(k.totals().load_bytes.values()) == 2 * 1000 * 3 * 64   # a ragged last chunk
 
 
 def test_exact_mode_moves_the_same_bytes_whichever_way_the_loop_runs():

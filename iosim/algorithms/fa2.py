@@ -44,6 +44,7 @@ KERNELS = ("iosim", "flash-attn", "torch-flash")
 DOWNWARD_KERNELS = ("flash-attn", "torch-flash")
 # what torch's flash backward copies before flash-attention's kernels run ("torch-flash")
 TORCH_COPIES = ("O", "dO")
+COPY_ELEMENTS_PER_CTA = 128 * 4   # at::elementwise_kernel<128, 4>: threads x elements each
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
 # Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
@@ -230,13 +231,30 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
     return tuple(prog)
 
 
-def contiguous_copy_program(problem, t: Tiling, tensor: str, b, h, i) -> tuple:
-    """torch's `.contiguous()` of one Q block's rows of O or dO (TORCH_COPIES): read from
-    the strided layout, written where the backward's kernels read them."""
-    d, eb = problem.head_dim, problem.elem_bytes
-    rows = rows_in_block(i, t.block_q, problem.seq_q)
-    return (Load(tensor + "_strided", (b, h, i), rows, d, rows * d * eb),
-            Store(tensor, (b, h, i), rows, d, rows * d * eb))
+def contiguous_copy_kernel(problem, tensor: str) -> Kernel:
+    """torch's `.contiguous()` of O or dO (TORCH_COPIES) as it launches: at::elementwise_kernel
+    <128, 4> (aten/src/ATen/native/cuda/CUDALoops.cuh: 128 threads, 4 elements each, so
+    COPY_ELEMENTS_PER_CTA per CTA and ceil(numel / 512) CTAs; Nsight Compute: grid 65536 x 128
+    threads at B 4 H 16 N 4096 d 128, measured_h200_kernels.csv). Each CTA reads its chunk of
+    the strided tensor and writes it contiguous; the tiles are the chunks (1 KB in fp16)."""
+    eb = problem.elem_bytes
+    numel = problem.batch * problem.heads_q * problem.seq_q * problem.head_dim
+    n = ceil_div(numel, COPY_ELEMENTS_PER_CTA)
+    grid = (n, 1, 1)
+
+    def elements(c: int) -> int:
+        return min(COPY_ELEMENTS_PER_CTA, numel - c * COPY_ELEMENTS_PER_CTA)
+
+    def program(cta: int) -> tuple:
+        e = elements(cta)
+        return (Load(tensor + "_strided", (cta,), 1, e, e * eb),
+                Store(tensor + "_contiguous", (cta,), 1, e, e * eb))
+
+    classes, class_of, period = classes_along_x(grid, elements)
+    return Kernel(name=f"torch_contiguous_{tensor}", launch=Launch(grid, 128, 0, 32),
+                  program=program, classes=classes, class_of=class_of, class_period=period,
+                  cta_coord=lambda cta: (cta, 0, 0), pipeline=Pipeline(stages=1),
+                  coord_names=("chunk", "y", "z"))
 
 
 def convert_dq_program(problem, t: Tiling, b, h, i) -> tuple:
@@ -290,11 +308,7 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     elementwise = Pipeline(stages=1)
     small = Tiling(t.block_q, t.block_kv, 1, 4)
     kernels = [] if kernel != "torch-flash" else [
-        q_block_kernel(f"torch_contiguous_{name}", problem, small, 0, 32,
-                       lambda b, h, i, name=name: contiguous_copy_program(problem, small, name,
-                                                                          b, h, i),
-                       elementwise)
-        for name in TORCH_COPIES]
+        contiguous_copy_kernel(problem, name) for name in TORCH_COPIES]
     kernels += [
         q_block_kernel("fa2_bwd_preprocess", problem, small, 0, 32,
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
