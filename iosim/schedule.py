@@ -120,22 +120,44 @@ Op = Union[Load, Store, Mma, Exp, Alu, Barrier]
 
 @dataclass(frozen=True, slots=True)
 class Loop:
-    """`count` iterations of `body`, the variable `var` running from `start`."""
+    """`count` iterations of `body`, the variable `var` running from `start` by `step`
+    (+1: upwards, the default; −1: downwards from `start`, as flash-attention's loops run:
+    its forward visits KV blocks from the last to the first, its backward Q blocks likewise,
+    flash_fwd_kernel.h / flash_bwd_kernel.h). Iteration j binds var to `value(j)`."""
 
     var: str
     start: int
     count: int
     body: tuple
+    step: int = 1
     kind = "loop"
+
+    def value(self, j: int) -> int:
+        """The loop variable's value at iteration j (0 ≤ j < count)."""
+        return self.start + self.step * j
+
+    def values(self) -> range:
+        """The loop variable's values in iteration order."""
+        return range(self.start, self.start + self.step * self.count, self.step)
+
+    @property
+    def lowest(self) -> int:
+        """The smallest value the loop variable takes."""
+        return self.start if self.step > 0 else self.start + self.step * (self.count - 1)
 
 
 Item = Union[Op, Loop]
 
 
-def loop(var: str, start: int, stop: int, body: Iterable[Item]) -> tuple:
-    """A Loop as a 0- or 1-item tuple (empty ranges vanish), for splicing into programs."""
+def loop(var: str, start: int, stop: int, body: Iterable[Item], reverse: bool = False) -> tuple:
+    """A Loop over [start, stop) as a 0- or 1-item tuple (empty ranges vanish), for splicing
+    into programs; `reverse`: the same values from stop − 1 down to start."""
     count = stop - start
-    return (Loop(var, start, count, tuple(body)),) if count > 0 else ()
+    if count <= 0:
+        return ()
+    if reverse:
+        return (Loop(var, stop - 1, count, tuple(body), -1),)
+    return (Loop(var, start, count, tuple(body)),)
 
 
 # ---- totals -------------------------------------------------------------------------
@@ -224,7 +246,7 @@ def expand(program: tuple, env: dict | None = None) -> Iterator[Op]:
     env = dict(env or {})
     for item in program:
         if isinstance(item, Loop):
-            for v in range(item.start, item.start + item.count):
+            for v in item.values():
                 env[item.var] = v
                 yield from expand(item.body, env)
             env.pop(item.var, None)

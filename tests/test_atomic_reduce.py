@@ -104,7 +104,11 @@ def test_a_kernel_option_outside_fa2_is_refused():
         build_schedule(AttentionProblem(seq_q=512), "h200", "fa2", kernel="cutlass")
 
 
-def test_torch_flash_backward_rows_are_simulated_as_flash_attentions_kernel():
+def test_torch_flash_backward_rows_are_simulated_as_torch_flash():
     from iosim.analysis.validate import implementation_tiling
     assert implementation_tiling({"impl": "torch_flash", "direction": "bwd", "head_dim": 128},
-                                 "h200") == {"kernel": "flash-attn"}
+                                 "h200") == {"kernel": "torch-flash"}
+
+
+def test_torch_flash_backward_adds_dq_coalesced():
+    assert _dq_layouts(kernel="torch-flash") == {"coalesced"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iosim import AttentionProblem
-from iosim.algorithms import build_schedule
+from iosim.algorithms import build_schedule, fa2
 from iosim.analysis.validate import implementation_tiling, published_tiling
 from iosim.hardware import load_gpu
 from iosim.machine import (SmRates, cta_turnover_s, fragment_store_issue_s_per_byte,
@@ -166,8 +166,9 @@ def test_staging_kernels_store_coalesced():
 
 def test_validation_describes_external_implementations_as_staging_kernels():
     cfg = dict(P, algorithm="fa2", direction="fwd", impl="torch_flash")
-    assert implementation_tiling(cfg, "h200")["kernel"] == "flash-attn"
-    assert implementation_tiling(dict(cfg, head_dim=192), "h200") == {"kernel": "flash-attn"}
+    assert implementation_tiling(cfg, "h200")["kernel"] == "torch-flash"
+    assert implementation_tiling(dict(cfg, head_dim=192), "h200") == {"kernel": "torch-flash"}
+    assert fa2.output_layout("torch-flash") == "coalesced"
     assert implementation_tiling(dict(cfg, impl="torch_cudnn", algorithm="fa3"), "h200") == \
         {"kernel": "cudnn"}
     assert implementation_tiling(dict(cfg, impl="iosim"), "h200") == {}

@@ -23,19 +23,41 @@ REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond
 # - "flash-attn": Dao-AILab flash-attention 2 (torch's flash back end): its backward adds
 #   dQaccum with 32 threads per row, a warp covering 128 contiguous bytes
 #   (GmemTiledCopydQaccumAtomicAdd, csrc/flash_attn/src/kernel_traits.h; the atomicAdd loop of
-#   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced".
+#   compute_dq_dk_dv_1colblock, flash_bwd_kernel.h): reduce_layout "coalesced". Its loops run
+#   downwards: the forward visits KV blocks from n_block_max − 1 to n_block_min, the blocks
+#   that need the causal mask first (compute_attn_1rowblock, flash_fwd_kernel.h: `n_block =
+#   n_block_max − 1`, `--n_block`), the backward Q blocks from m_block_max − 1 to m_block_min
+#   (compute_dq_dk_dv_1colblock: `m_block = m_block_max − 1`, `--m_block`); Loop.step −1.
+#   Its grids are the project's: (Q blocks, batch, heads) forward, (KV blocks, batch, heads)
+#   backward, x fastest (flash_fwd_launch_template.h `dim3 grid(num_m_block, b, h)`,
+#   flash_bwd_launch_template.h `grid_n(num_n_block, b, h)`; measured by Nsight Compute,
+#   measurements/h200/torch_flash_launch_ncu.csv);
+# - "torch-flash": torch's flash back end as scaled_dot_product_attention runs it: the
+#   "flash-attn" kernels, and in the backward first two copies making the output O and its
+#   gradient dO contiguous in the (batch, seq, heads, d) layout the kernels read
+#   (`grad_out.contiguous()`, `out.contiguous()` in _flash_attention_backward,
+#   aten/src/ATen/native/transformers/cuda/attention_backward.cu; Nsight Compute lists both
+#   at::direct_copy_kernel_cuda launches before flash_bwd_dot_do_o_kernel in every torch
+#   flash backward row, iosim/data/validation/measured_h200*_kernels.csv).
 # - the output tiles: the project's kernels store O (forward) and dK/dV (backward) straight
 #   from the mma accumulator fragments (fa2_fwd.cu, fa2_bwd.cu: a 4-byte st.global per lane,
 #   8 rows x 16 bytes per warp instruction): Store.layout "fragment"; flash-attention stages
 #   them through shared memory and copies them out in 16-byte vectors (flash_fwd_kernel.h:
 #   sO then gmem_tiled_copy_O; flash_bwd_kernel.h: sdK/sdV): "coalesced".
-KERNELS = ("iosim", "flash-attn")
+KERNELS = ("iosim", "flash-attn", "torch-flash")
+# kernels whose loops run downwards (flash-attention's)
+DOWNWARD_KERNELS = ("flash-attn", "torch-flash")
+# what torch's flash backward copies before flash-attention's kernels run ("torch-flash")
+TORCH_COPIES = ("O", "dO")
+COPY_ELEMENTS_PER_CTA = 128 * 4   # at::elementwise_kernel<128, 4>: threads x elements each
 
 
 def output_layout(kernel: str) -> str:
     """Store.layout of a kernel's output tiles (O; dK, dV): "fragment" for the project's
     kernels, "coalesced" for kernels that stage them through shared memory."""
     return "fragment" if kernel == "iosim" else "coalesced"
+
+
 # the backward's warp grids give every warp at least 32 rows of each product (Mma.warp_rows)
 BWD_WARP_ROWS = 32
 # Cycles the CTA's threads spend issuing one byte of their own cp.async copies, in series with
@@ -149,16 +171,22 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
     return tuple(body)
 
 
-def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment") -> tuple:
+def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
+                downward: bool = False) -> tuple:
+    """Q block i's program; `o_layout`: Store.layout of O; `downward`: its KV loop runs from
+    the last block to the first (flash-attention's, DOWNWARD_KERNELS), else from the first
+    to the last."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
     tail = problem.seq_kv - (ceil_div(problem.seq_kv, t.block_kv) - 1) * t.block_kv
     prog = [Load("Q", (b, h, i), rows_q, d, rows_q * d * eb)]       # Q_i stays on chip
-    for seg in kv_segments(problem, i, t.block_q, t.block_kv):
+    segments = kv_segments(problem, i, t.block_q, t.block_kv)
+    for seg in (reversed(segments) if downward else segments):
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
-                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged))
+                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged),
+                     reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once
              Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
@@ -194,9 +222,10 @@ def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:
 def forward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     o_layout = output_layout(kernel)
+    downward = kernel in DOWNWARD_KERNELS
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
-        lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout),
+        lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout, downward),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
                  copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)
@@ -222,7 +251,9 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
     tail_q = problem.seq_q - (ceil_div(problem.seq_q, br) - 1) * br
     prog = [Load("K", (b, hk, j), rows_kv, d, rows_kv * d * eb),   # K_j, V_j stay on chip
             Load("V", (b, hk, j), rows_kv, d, rows_kv * d * eb)]
-    for seg in q_segments(problem, j, br, bc):
+    downward = kernel in DOWNWARD_KERNELS      # Q blocks from the last to the first
+    segments = q_segments(problem, j, br, bc)
+    for seg in (reversed(segments) if downward else segments):
         rq = tail_q if seg.ragged else br
         body = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
                 Load("dO", (b, h, "i"), rq, d, rq * d * eb),
@@ -240,8 +271,8 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
                  Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
                  Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
                  Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,
-                       reduce_layout="coalesced" if kernel == "flash-attn" else "fragment")]
-        prog += loop("i", seg.start, seg.stop, body)
+                       reduce_layout="coalesced" if kernel in DOWNWARD_KERNELS else "fragment")]
+        prog += loop("i", seg.start, seg.stop, body, reverse=downward)
     dk = "dK" if problem.group_size == 1 else "dK_expanded"
     dv = "dV" if problem.group_size == 1 else "dV_expanded"
     lay = output_layout(kernel)
@@ -250,6 +281,32 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
              Store(dk, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay, thread_issued=own),
              Store(dv, (b, h, j), rows_kv, d, rows_kv * d * eb, layout=lay, thread_issued=own)]
     return tuple(prog)
+
+
+def contiguous_copy_kernel(problem, tensor: str) -> Kernel:
+    """torch's `.contiguous()` of O or dO (TORCH_COPIES) as it launches: at::elementwise_kernel
+    <128, 4> (aten/src/ATen/native/cuda/CUDALoops.cuh: 128 threads, 4 elements each, so
+    COPY_ELEMENTS_PER_CTA per CTA and ceil(numel / 512) CTAs; Nsight Compute: grid 65536 x 128
+    threads at B 4 H 16 N 4096 d 128, measured_h200_kernels.csv). Each CTA reads its chunk of
+    the strided tensor and writes it contiguous; the tiles are the chunks (1 KB in fp16)."""
+    eb = problem.elem_bytes
+    numel = problem.batch * problem.heads_q * problem.seq_q * problem.head_dim
+    n = ceil_div(numel, COPY_ELEMENTS_PER_CTA)
+    grid = (n, 1, 1)
+
+    def elements(c: int) -> int:
+        return min(COPY_ELEMENTS_PER_CTA, numel - c * COPY_ELEMENTS_PER_CTA)
+
+    def program(cta: int) -> tuple:
+        e = elements(cta)
+        return (Load(tensor + "_strided", (cta,), 1, e, e * eb),
+                Store(tensor + "_contiguous", (cta,), 1, e, e * eb))
+
+    classes, class_of, period = classes_along_x(grid, elements)
+    return Kernel(name=f"torch_contiguous_{tensor}", launch=Launch(grid, 128, 0, 32),
+                  program=program, classes=classes, class_of=class_of, class_period=period,
+                  cta_coord=lambda cta: (cta, 0, 0), pipeline=Pipeline(stages=1),
+                  coord_names=("chunk", "y", "z"))
 
 
 def convert_dq_program(problem, t: Tiling, b, h, i) -> tuple:
@@ -302,7 +359,9 @@ def backward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     elementwise = Pipeline(stages=1)
     small = Tiling(t.block_q, t.block_kv, 1, 4)
-    kernels = [
+    kernels = [] if kernel != "torch-flash" else [
+        contiguous_copy_kernel(problem, name) for name in TORCH_COPIES]
+    kernels += [
         q_block_kernel("fa2_bwd_preprocess", problem, small, 0, 32,
                        lambda b, h, i: preprocess_program(problem, small, b, h, i), elementwise),
         kv_block_kernel("fa2_bwd", problem, t, problem.heads_q, bwd_smem_bytes(t, d, eb),

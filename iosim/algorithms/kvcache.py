@@ -89,7 +89,7 @@ def paged_program(program: tuple, page: int, table_reads: bool = False) -> tuple
     for item in program:
         if isinstance(item, Loop):
             out.append(Loop(item.var, item.start, item.count,
-                            paged_program(item.body, page, table_reads)))
+                            paged_program(item.body, page, table_reads), item.step))
         elif isinstance(item, Load):
             if table_reads and item.tensor == "K":
                 out.append(_table_read(item, page))

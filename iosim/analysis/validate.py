@@ -138,28 +138,31 @@ def implementation_tiling(cfg: dict, gpu) -> dict:
     64×64 / 4 warps (H100/H200) (flash-attention, csrc/flash_attn/src/
     flash_fwd_launch_template.h, run_mha_fwd_hdim*). The backward keeps the schedule's tiles
     (flash_bwd_launch_template.h: 64×128 / 8 warps at d 128, 128×128 / 8 warps at d 64 on an
-    SM with ≥ 144 KB of shared memory per block, as the schedule picks) and is described as
-    flash-attention's kernel (`kernel="flash-attn"`, iosim/algorithms/fa2.py: its dQaccum
-    atomics are coalesced)."""
+    SM with ≥ 144 KB of shared memory per block, as the schedule picks). Both directions are
+    described as torch's flash back end (`kernel="torch-flash"`, iosim/algorithms/fa2.py):
+    flash-attention's kernels, whose KV (forward) and Q (backward) loops run from the last
+    block to the first and whose dQaccum atomics are coalesced, and in the backward the two
+    copies torch makes of O and dO (`.contiguous()`) before them. The cuDNN rows are FA-3-like
+    kernels that stage O through shared memory (`kernel="cudnn"`)."""
     if cfg.get("impl") == "torch_cudnn" and cfg.get("algorithm") == "fa3":
         return {"kernel": "cudnn"}       # O staged through shared memory (fa3.py, KERNELS)
     if cfg.get("impl") != "torch_flash":
         return {}
+    torch_flash = {"kernel": "torch-flash"}
     if cfg.get("direction", "fwd") != "fwd":
-        return {"kernel": "flash-attn"}
+        return torch_flash
     from ..hardware import load_gpu
     d = int(cfg["head_dim"])
     # flash-attention's forward stages O through shared memory (fa2.py, output_layout)
-    kernel = {"kernel": "flash-attn"}
     if d <= 64:
-        return {"block_q": 128, "block_kv": 128, "warps": 4, **kernel}
+        return {"block_q": 128, "block_kv": 128, "warps": 4, **torch_flash}
     if d <= 128:
-        return {"block_q": 128, "block_kv": 64, "warps": 4, **kernel}
+        return {"block_q": 128, "block_kv": 64, "warps": 4, **torch_flash}
     if d == 256:
         if load_gpu(gpu).shared_memory_per_sm_bytes < 4 * d * (64 + 2 * 64):
-            return {"block_q": 128, "block_kv": 64, "warps": 8, **kernel}
-        return {"block_q": 64, "block_kv": 64, "warps": 4, **kernel}
-    return kernel
+            return {"block_q": 128, "block_kv": 64, "warps": 8, **torch_flash}
+        return {"block_q": 64, "block_kv": 64, "warps": 4, **torch_flash}
+    return torch_flash
 
 
 def _workers(n_jobs: int) -> int:

@@ -32,7 +32,7 @@ def _first_loads(items, env: dict) -> tuple:
         if item.kind == "loop":
             if item.count < 1:
                 continue
-            env[item.var] = item.start
+            env[item.var] = item.start          # the first iteration's value
             inner = _first_loads(item.body, env)
             out.extend(inner[0])
             if inner[1]:
@@ -73,7 +73,7 @@ def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> d
             tiles = tuple(tile(key, nbytes, True) for key, nbytes in _first_loads((loop,), {})[0])
         else:
             loads = [i for i in loop.body if i.kind == "load"]
-            tiles = tuple(tile(tile_key(ld, {loop.var: loop.start + j}), ld.bytes, j == 0)
+            tiles = tuple(tile(tile_key(ld, {loop.var: loop.value(j)}), ld.bytes, j == 0)
                           for j in range(min(ahead, loop.count)) for ld in loads)
         if tiles:
             out[cta] = (after_burst, tiles)

@@ -209,18 +209,18 @@ class AccessSampler:
             else:
                 body_ticks = node.body_ticks
                 if node.children is not None:
-                    for v in range(item.start, item.start + item.count):
+                    for it, v in enumerate(item.values()):
                         env[item.var] = v
                         self._walk(item.body, node.children,
-                                   pos + (v - item.start) * body_ticks, env, t0, dt)
+                                   pos + it * body_ticks, env, t0, dt)
                     env.pop(item.var, None)
                 else:
                     self._innermost(item, node.sites, pos, env, t0, dt, body_ticks)
                 pos += item.count * body_ticks
 
     def _inner_sampled(self, pre: tuple, mid: tuple, last, start: int, count: int) -> list:
-        """The iterations v of [start, start + count) whose tile pre + (v,) + mid + (last,)
-        is sampled (memoised: CTAs that share the tile walk it alike)."""
+        """The values v of [start, start + count) whose tile pre + (v,) + mid + (last,)
+        is sampled, in increasing order (memoised: CTAs that share the tile walk it alike)."""
         key = (pre, mid, last, start, count)
         hit = self._inner_hits.get(key)
         if hit is None:
@@ -233,7 +233,8 @@ class AccessSampler:
     def _innermost(self, item, sites, pos, env, t0, dt, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
         (pipeline.issue_lead iterations early)."""
-        var, start, count = item.var, item.start, item.count
+        var, start, count, step = item.var, item.start, item.count, item.step
+        lo = item.lowest               # the loop variable's values are [lo, lo + count)
         R = self.ratio
         out = self.out
         body = item.body
@@ -246,12 +247,13 @@ class AccessSampler:
                 head = (op.tensor,) + (coord[:-1] if site.literal else
                                        tuple(env[c] if isinstance(c, str) else c
                                              for c in coord[:-1]))
-                first = start + ((-self.salt[head] - start) % R if R > 1 else 0)
+                first = lo + ((-self.salt[head] - lo) % R if R > 1 else 0)
                 base = t0 + dt * (pos + idx)
-                step = dt * body_ticks
-                for v in range(first, start + count, R):
-                    j = v - start - ahead
-                    out.append((base + step * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
+                tick = dt * body_ticks
+                values = range(first, lo + count, R)
+                for v in (values if step > 0 else reversed(values)):   # iteration order
+                    j = (v - start) * step - ahead
+                    out.append((base + tick * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
             elif site.moves == MOVES_INNER:
                 # the tile moves with the loop along another coordinate than the last: the
                 # key's prefix changes with v, its last coordinate does not
@@ -261,17 +263,18 @@ class AccessSampler:
                     bound = tuple(env[c] if isinstance(c, str) else c for c in bound)
                     after = tuple(env[c] if isinstance(c, str) else c for c in after)
                 pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
-                for v in self._inner_sampled(pre, mid, last, start, count):
-                    j = v - start - ahead
+                hits = self._inner_sampled(pre, mid, last, lo, count)
+                for v in (hits if step > 0 else reversed(hits)):       # iteration order
+                    j = (v - start) * step - ahead
                     out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
                                 pre + (v,) + mid + (last,), nbytes, code, sid))
             else:
-                for v in range(start, start + count):
+                for it, v in enumerate(item.values()):
                     env[var] = v
                     key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
                                                for c in coord)
                     if self.sampled(key):
-                        j = v - start - ahead
+                        j = it - ahead
                         out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
                                     key, nbytes, code, sid))
                 env.pop(var, None)

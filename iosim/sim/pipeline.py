@@ -169,7 +169,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
 def run_loop(ctx: CtaContext, loop: Loop, env_vars: dict):
     loads, rest, innermost = _split_body(loop.body)
     if not innermost or not loads:
-        for v in range(loop.start, loop.start + loop.count):
+        for v in loop.values():
             env_vars[loop.var] = v
             if innermost:
                 yield from run_ops(ctx, loop.body, env_vars, 1.0, ctx.stall, True)
@@ -232,21 +232,21 @@ def _copy_issue(ctx, issue_s: float, stall: list):
 
 
 def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
-    env, var, start, n = ctx.env, loop.var, loop.start, loop.count
+    env, var, n, value = ctx.env, loop.var, loop.count, loop.value
     lead = issue_lead(ctx.pipe.stages)
     stages = lead + 1
     ring = [0.0] * stages                     # slot j % stages: when iteration j's tiles land
     indirect = any(ld.indirect for ld in loads)
     issue_s = sum(ld.bytes for ld in loads) * ctx.copy_s_per_byte   # the threads' copy issue
     for j in range(min(lead, n)):
-        env_vars[var] = start + j
+        env_vars[var] = value(j)
         ring[j % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                             else _issue(ctx, loads, env_vars))
         if issue_s:
             yield from _copy_issue(ctx, issue_s, ctx.stall)
     for j in range(n):
         if j + lead < n:                      # slot of iteration j − 1 is free again
-            env_vars[var] = start + j + lead
+            env_vars[var] = value(j + lead)
             ring[(j + lead) % stages] = ((yield from _issue_indirect(ctx, loads, env_vars)) if indirect
                                          else _issue(ctx, loads, env_vars))
             if issue_s:
@@ -255,7 +255,7 @@ def _run_buffered(ctx, loop: Loop, loads, rest, env_vars: dict):
         if ready > env.now:
             ctx.stall[MEM] += ready - env.now
             yield env.timeout(ready - env.now)
-        env_vars[var] = start + j
+        env_vars[var] = value(j)
         yield from run_ops(ctx, rest, env_vars, 1.0, ctx.stall, True)
 
 
@@ -276,8 +276,8 @@ class _Ring:
     """One circular buffer of a warp-specialized loop: `stages` slots of some of the
     iteration's tiles, refilled by the producer when every consumer has released a slot."""
 
-    def __init__(self, ctx, loads, var, start, n, stages, consumers, env_vars):
-        self.ctx, self.loads, self.var, self.start, self.n = ctx, loads, var, start, n
+    def __init__(self, ctx, loads, var, value, n, stages, consumers, env_vars):
+        self.ctx, self.loads, self.var, self.value, self.n = ctx, loads, var, value, n
         self.stages, self.consumers = stages, consumers
         self.ready: dict = {}       # iteration → when its tiles are in shared memory
         self.waiting: dict = {}     # iteration → event for consumers ahead of the producer
@@ -287,7 +287,7 @@ class _Ring:
             self.issue(j)
 
     def issue(self, j: int) -> None:          # the producer's TMA copies into a free slot
-        self.vars[self.var] = self.start + j
+        self.vars[self.var] = self.value(j)
         self.ready[j] = _issue(self.ctx, self.loads, self.vars) if self.loads else self.ctx.env.now
         ev = self.waiting.pop(j, None)
         if ev is not None:
@@ -326,7 +326,7 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
     and is released after the last GEMM (with intra_overlap that needs 2 stages: K_{j+1} is
     waited for before V_j's GEMM releases the stage)."""
     env, pipe = ctx.env, ctx.pipe
-    var, start, n = loop.var, loop.start, loop.count
+    var, value, n = loop.var, loop.value, loop.count
     n_consumers = max(1, pipe.consumer_warpgroups)
     stages = max(1, pipe.stages)
     share = 1.0 / n_consumers
@@ -337,14 +337,14 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         raise ValueError("intra_overlap with K and V released together needs 2 stages")
 
     def ring(group):
-        return _Ring(ctx, group, var, start, n, stages, n_consumers, env_vars)
+        return _Ring(ctx, group, var, value, n, stages, n_consumers, env_vars)
 
     def plain_consumer(c: int, all_tiles: _Ring):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
         for j in range(n):
             yield from all_tiles.wait(j, stall)
-            my_vars[var] = start + j
+            my_vars[var] = value(j)
             yield from run_ops(ctx, rest, my_vars, share, stall, c == 0)
             all_tiles.release(j)
 
@@ -355,7 +355,7 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         gemm0, after = split
         for j in range(n):
             yield from first.wait(j, stall)
-            my_vars[var] = start + j
+            my_vars[var] = value(j)
             yield from run_ops(ctx, gemm0, my_vars, share, stall, c == 0)
             first.release(j)
             yield from others.wait(j, stall)
@@ -381,7 +381,7 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
                 yield from first.wait(j + 1, stall)
                 _, next_done = tensor.reserve(env.now, gemm0_work)
             yield from others.wait(j, stall)
-            my_vars[var] = start + j
+            my_vars[var] = value(j)
             yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
             others.release(j)
             if together:                       # K_j's slot goes back with V_j's
