@@ -111,7 +111,13 @@ class Alu:
 
 @dataclass(frozen=True, slots=True)
 class Barrier:
+    """A point where the CTA's threads wait for each other. `cycles`: the clock cycles the
+    wait itself and the dependent-instruction latency before it add beyond the unit work of
+    the ops around it (a measured, sourced figure of the kernel; 0: only the ordering).
+    Not recorded by the kernels' traces (iosim.kernels.trace compares without it)."""
+
     name: str = "syncthreads"
+    cycles: float = 0.0
     kind = "barrier"
 
 

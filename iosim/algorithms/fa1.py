@@ -33,7 +33,7 @@ rounded to 16, until a tiling fits; the schedule's notes say so. `--block-q` / `
 """
 from __future__ import annotations
 
-from ..schedule import Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
+from ..schedule import Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
 from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, kv_segments,
                      pick_tiling, q_segments, rows_in_block)
 from .fa2 import REG_OVERHEAD, convert_dq_program, kv_block_kernel, q_block_kernel, \
@@ -162,6 +162,12 @@ def fwd_warps_per_row_tile(t: Tiling) -> int:
     return t.warps // min(t.warps, t.block_q // 16)
 
 
+def fwd_chunk_rounds(t: Tiling) -> int:
+    """Chunks the busiest warp of fa1_fwd.cu computes per step: warps of column group wn run
+    chunks wn, wn + WN, ... (`for (int ch = wn; ch < NCH; ch += WN)`), ceil(NCH / WN)."""
+    return ceil_div(fwd_chunks(t.block_kv), fwd_warps_per_row_tile(t))
+
+
 def fwd_inner(problem, t: Tiling, b, h):
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
@@ -190,11 +196,19 @@ def fwd_inner(problem, t: Tiling, b, h):
                 Exp("exp", br * bc + br * nch + 2 * br + 2 * (wn - 1) * br),
                 Alu("chunk stats", 4 * br * nch),
                 Alu("rescale PV", br * d * nch),
-                Mma("PV", br, d, bc)]
+                Mma("PV", br, d, bc),
+                # the chunk loop's latency chains, per chunk on the critical warp (a warp of
+                # column group wn runs chunks wn, wn + WN, ...: ceil(chunks / WN) of them)
+                Barrier("chunk chains", fwd_chunk_rounds(t) * FWD_CHUNK_LATENCY_CYCLES)]
         if wn > 1:
             ops.append(Alu("merge", 2 * (wn - 1) * br * d))
         ops += [Alu("stats", 4 * br),              # m_new, l_new
                 Alu("update O", 3 * br * d),       # rescale old O, add P̃V, divide by l_new
+                # the epilogue's fixed latency (row statistics' shuffles, exps, division, the
+                # old O read from shared memory; with WN > 1 the merge's shared-memory
+                # exchange, its barrier, and 1 warp per sub-partition folding it in)
+                Barrier("epilogue chain", FWD_EPILOGUE_LATENCY_CYCLES
+                        + (wn - 1) * FWD_MERGE_LATENCY_CYCLES),
                 # written by the threads from their P̃V fragments (FWD_STORE_ISSUE_...)
                 # fa1_fwd.cu writes O_i from the P̃V fragments (8 rows x 16 bytes per warp
                 # instruction): Store.layout "fragment"; its issue cost is the kernel's own
@@ -292,6 +306,26 @@ FWD_COPY_ISSUE_CYCLES_PER_BYTE = 0.0194
 # 0.0572). The gap's fixed part (the row statistics' shuffles, exps, division: ~800 cycles
 # at d 128 against the schedule's ~390 of ALU work) is not in this figure.
 FWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0550
+
+# Latency the throughput model of a step does not see (Barrier.cycles, fa1_fwd.cu; 2 warps per
+# SM sub-partition, one 16-row tile per warp: little to hide a dependent chain under). Measured
+# from the committed H200 traces (tests/data/traces/fa1_fwd_*.json, clock64 stamps less one
+# 171-cycle trace write per record) against exact mode's op times for the same lone CTA with
+# these figures at 0 (scripts/fa1_latency_from_traces.py, tests/test_fa1_latency.py):
+# - per chunk on the busiest warp (fwd_chunk_rounds): the m-load -> P̃V gap (the step's wait,
+#   barrier, then S, softmax, P̃V of every chunk) less the schedule's S, mask, softmax, exp,
+#   chunk-stats, rescale and P̃V cycles, over the rounds: 173 (d 64, 64 x 448, WN 2, 4 rounds of
+#   64-column chunks), 215 and 270 (d 128, 128 x 224, WN 1, 7 rounds of 32 columns); median
+#   215: the chunk's serial chain (the running max's fmax chain and two shuffles, the rescale
+#   exp, S -> P̃ -> P̃V) and the step's last-copy wait, not op counts.
+# - per step, the epilogue: the P̃V -> O-store gap of full Q blocks less the schedule's stats,
+#   update-O (and merge) ALU cycles and the O store issue (FWD_STORE_ISSUE_CYCLES_PER_BYTE): 458
+#   and 355 at WN 1 (mean 407); 1157 at WN 2, the one trace with a cross-warp merge: 750
+#   more per extra column group (its shared-memory exchange, the barrier, the fold done by
+#   the WM warps alone).
+FWD_CHUNK_LATENCY_CYCLES = 215.0
+FWD_EPILOGUE_LATENCY_CYCLES = 407.0
+FWD_MERGE_LATENCY_CYCLES = 750.0
 
 
 # ---- schedule -----------------------------------------------------------------------

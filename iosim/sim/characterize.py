@@ -104,7 +104,8 @@ class Characterizer:
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
         frag_s = fragment_store_issue_s_per_byte(self.gpu)
-        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s, frag_s)
+        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s, frag_s,
+                         cycle_s=1.0 / self.gpu.clock_hz)
                 for _ in range(k)]
         ends = [0.0] * k
 

@@ -48,7 +48,8 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         done = env.event()
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s, frag_s)
+            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s, frag_s,
+                         cycle_s=1.0 / gpu.clock_hz)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})

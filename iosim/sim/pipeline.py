@@ -44,10 +44,11 @@ class CtaContext:
     seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
     __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte",
-                 "store_s_per_byte", "fragment_store_s_per_byte")
+                 "store_s_per_byte", "fragment_store_s_per_byte", "cycle_s")
 
     def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0,
-                 store_s_per_byte: float = 0.0, fragment_store_s_per_byte: float = 0.0):
+                 store_s_per_byte: float = 0.0, fragment_store_s_per_byte: float = 0.0,
+                 cycle_s: float = 0.0):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
         self.mma = mma
@@ -55,6 +56,8 @@ class CtaContext:
         self.store_s_per_byte = store_s_per_byte      # machine.store_issue_s_per_byte
         # machine.fragment_store_issue_s_per_byte (Store.layout "fragment")
         self.fragment_store_s_per_byte = fragment_store_s_per_byte
+        # seconds per clock cycle of the SM (Barrier.cycles; 0: barriers cost nothing)
+        self.cycle_s = cycle_s
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -160,7 +163,11 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                     finish = max(finish, f2)
             stall[_STALL_SLOT[kind]] += start - now
             yield env.timeout(finish - now)
-        # barriers cost nothing beyond the ordering they already impose here
+        elif kind == "barrier" and op.cycles and ctx.cycle_s:
+            # a measured wait / latency chain of the kernel (Barrier.cycles): its threads
+            # are blocked, no unit is busy (other resident CTAs' work is not held)
+            yield env.timeout(op.cycles * ctx.cycle_s)
+        # other barriers cost nothing beyond the ordering they already impose here
     if pending_s > env.now:
         stall[MEM] += pending_s - env.now
         yield env.timeout(pending_s - env.now)

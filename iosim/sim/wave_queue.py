@@ -104,7 +104,8 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         rec = _Recorder(mem)
         if c >= counted_from:
             recorders.append((rec, program))
-        ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s)
+        ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
+                         cycle_s=1.0 / gpu.clock_hz)
         yield from run_program(ctx, program, {})
         turnover_s = cta_turnover_s(gpu, program)
         if turnover_s:
