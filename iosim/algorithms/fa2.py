@@ -106,8 +106,10 @@ def bwd_tiling(problem, gpu, **overrides) -> Tiling:
 
 # ---- forward ------------------------------------------------------------------------
 def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ragged: bool,
-                 var: str = "j") -> tuple:
-    """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it)."""
+                 var: str = "j", pack_p_per_element: float = 0.0) -> tuple:
+    """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it).
+    `pack_p_per_element`: instructions per score element that convert P to 16 bits for the
+    P·V GEMM (an Alu "pack P" op when > 0; fa3.PACK_P_INSTRUCTIONS_PER_ELEMENT)."""
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
     body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
@@ -116,13 +118,16 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
     if masked or ragged:
         body.append(Alu("mask", br * bc))
     body += [Alu("softmax", 3 * br * bc),      # scale-and-max, subtract, row sum
-             Exp("exp", br * bc + br),         # P = exp(S − m), and α = exp(m_old − m_new)
-             Alu("rescale", br * d),           # O ← α·O
+             Exp("exp", br * bc + br)]         # P = exp(S − m), and α = exp(m_old − m_new)
+    if pack_p_per_element:
+        body.append(Alu("pack P", round(pack_p_per_element * br * bc)))
+    body += [Alu("rescale", br * d),           # O ← α·O
              Mma("O+=PV", br, d, bc)]
     return tuple(body)
 
 
-def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment") -> tuple:
+def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
+                pack_p_per_element: float = 0.0) -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
@@ -131,7 +136,8 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fra
     for seg in kv_segments(problem, i, t.block_q, t.block_kv):
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
-                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged))
+                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged,
+                                  pack_p_per_element=pack_p_per_element))
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once
              Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
