@@ -155,8 +155,10 @@ def bwd_tiling(problem, gpu, **overrides) -> Tiling:
 
 # ---- forward ------------------------------------------------------------------------
 def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ragged: bool,
-                 var: str = "j") -> tuple:
-    """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it)."""
+                 var: str = "j", pack_p_per_element: float = 0.0) -> tuple:
+    """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it).
+    `pack_p_per_element`: instructions per score element that convert P to 16 bits for the
+    P·V GEMM (an Alu "pack P" op when > 0; fa3.PACK_P_INSTRUCTIONS_PER_ELEMENT)."""
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
     body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
@@ -165,17 +167,19 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
     if masked or ragged:
         body.append(Alu("mask", br * bc))
     body += [Alu("softmax", 3 * br * bc),      # scale-and-max, subtract, row sum
-             Exp("exp", br * bc + br),         # P = exp(S − m), and α = exp(m_old − m_new)
-             Alu("rescale", br * d),           # O ← α·O
+             Exp("exp", br * bc + br)]         # P = exp(S − m), and α = exp(m_old − m_new)
+    if pack_p_per_element:
+        body.append(Alu("pack P", round(pack_p_per_element * br * bc)))
+    body += [Alu("rescale", br * d),           # O ← α·O
              Mma("O+=PV", br, d, bc)]
     return tuple(body)
 
 
 def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
-                downward: bool = False) -> tuple:
+                downward: bool = False, pack_p_per_element: float = 0.0) -> tuple:
     """Q block i's program; `o_layout`: Store.layout of O; `downward`: its KV loop runs from
     the last block to the first (flash-attention's, DOWNWARD_KERNELS), else from the first
-    to the last."""
+    to the last; `pack_p_per_element`: kv_iteration's P conversion instructions."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
@@ -185,7 +189,8 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fra
     for seg in (reversed(segments) if downward else segments):
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
-                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged),
+                     kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged,
+                                  pack_p_per_element=pack_p_per_element),
                      reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once

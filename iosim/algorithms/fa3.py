@@ -51,6 +51,15 @@ KERNELS = ("iosim", "flash-attn", "cudnn")
 
 FA3_REG_OVERHEAD = 24   # wgmma needs few address registers; producer/consumer barriers
 WGMMA_M = 64            # rows per consumer warpgroup
+# P converted to fp16/bf16 for the register-sourced P·V wgmma: F2FP.F16.F32.PACK_AB packs two
+# fp32 scores per instruction, 0.5 per score element. SASS of the project's fa3_fwd.cu
+# (benchmarks/results/fa3_h200_run5/fa3_sass.txt, static counts, 2 copies of the loop body):
+# d 64 80 F2FP = 2 x 32 for P (64 scores per consumer thread and step) + 16 for O's epilogue
+# (32 elements); d 128 96 = 2 x 32 + 32. The schedule's softmax ops (3 Alu + 1 Exp + the
+# rescale per element, which match the SASS's FFMA/FADD/FMNMX, MUFU and FMUL counts) lack it.
+# FA-2's mma.sync loop converts P too, but its softmax cost is the measured exposed fraction of
+# the whole softmax (machine.MmaCost), so the op is added for the wgmma kernels only.
+PACK_P_INSTRUCTIONS_PER_ELEMENT = 0.5
 
 
 def default_tiles(d: int) -> tuple:
@@ -130,7 +139,8 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
 
     def program(cta: int) -> tuple:
         i, h, b = coord(cta)
-        return fwd_program(problem, t, b, h, i, o_layout)
+        return fwd_program(problem, t, b, h, i, o_layout,
+                           pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT)
 
     d, eb = problem.head_dim, problem.elem_bytes
     classes, class_of, period = classes_along_x(

@@ -44,7 +44,7 @@ class CtaContext:
     seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
     __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte",
-                 "store_s_per_byte", "fragment_store_s_per_byte", "cycle_s")
+                 "store_s_per_byte", "fragment_store_s_per_byte", "cycle_s", "prologue_ready_s")
 
     def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0,
                  store_s_per_byte: float = 0.0, fragment_store_s_per_byte: float = 0.0,
@@ -58,6 +58,9 @@ class CtaContext:
         self.fragment_store_s_per_byte = fragment_store_s_per_byte
         # seconds per clock cycle of the SM (Barrier.cycles; 0: barriers cost nothing)
         self.cycle_s = cycle_s
+        # loads issued just before a warp-specialized loop and not yet waited for
+        # (issue_prologue_with_loop): when they have landed
+        self.prologue_ready_s = -1.0
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -92,6 +95,10 @@ def run_program(ctx: CtaContext, items: tuple, env_vars: dict):
     plain = []
     for item in items:
         if isinstance(item, Loop):
+            if plain and issue_prologue_with_loop(ctx, plain, item):
+                # the producer issues them and the loop's first tiles back to back
+                ctx.prologue_ready_s = max(ctx.prologue_ready_s, _issue(ctx, plain, env_vars))
+                plain = []
             if plain:
                 yield from run_ops(ctx, plain, env_vars, 1.0, ctx.stall, True)
                 plain = []
@@ -188,6 +195,19 @@ def run_loop(ctx: CtaContext, loop: Loop, env_vars: dict):
     else:
         yield from _run_buffered(ctx, loop, loads, rest, env_vars)
         env_vars.pop(loop.var, None)
+
+
+def issue_prologue_with_loop(ctx, plain, loop: Loop) -> bool:
+    """Whether the plain ops before `loop` are loads that its producer issues together with
+    the loop's first tiles: a warp-specialized loop whose body loads (the TMA producer of
+    fa3_fwd.cu and FA-3 issues Q_i, K_0, V_0 back to back, `load_q(); load_kv(0); ...`, and the
+    consumers wait for Q on its own mbarrier before their first GEMM). Otherwise the loads are
+    waited for before the loop starts (a thread that issues and then waits)."""
+    if not ctx.pipe.warp_specialized or not all(op.kind == "load" and not op.indirect
+                                                for op in plain):
+        return False
+    loads, _rest, innermost = _split_body(loop.body)
+    return bool(innermost and loads)
 
 
 def _issue(ctx, loads, env_vars: dict) -> float:
@@ -402,12 +422,19 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
 
     if split is None or (not pipe.intra_overlap and together):
         tiles = ring(loads)
-        procs = [env.process(plain_consumer(c, tiles)) for c in range(n_consumers)]
-    elif pipe.intra_overlap:
-        first, others = ring(loads[:1]), ring(loads[1:])
-        procs = [env.process(overlap_consumer(c, first, others)) for c in range(n_consumers)]
     else:
         first, others = ring(loads[:1]), ring(loads[1:])
+    # the rings issued the first tiles; the consumers first wait for the prologue's loads
+    # issued with them (issue_prologue_with_loop: Q_i)
+    if ctx.prologue_ready_s > env.now:
+        ctx.stall[MEM] += ctx.prologue_ready_s - env.now
+        yield env.timeout(ctx.prologue_ready_s - env.now)
+    ctx.prologue_ready_s = -1.0
+    if split is None or (not pipe.intra_overlap and together):
+        procs = [env.process(plain_consumer(c, tiles)) for c in range(n_consumers)]
+    elif pipe.intra_overlap:
+        procs = [env.process(overlap_consumer(c, first, others)) for c in range(n_consumers)]
+    else:
         procs = [env.process(plain_split_consumer(c, first, others)) for c in range(n_consumers)]
     for p in procs:
         yield p
