@@ -1,6 +1,6 @@
 """FA-2 backward traces (tests/data/traces/fa2_bwd_*.json) phase by phase against exact mode:
-for each pair of consecutive fa2_bwd events, the trace's clock64 gap less one trace write
-(171 cycles, fa1_trace_phases.py) and exact mode's gap between the same ops of a lone CTA (each
+for each pair of consecutive fa2_bwd events, the trace's clock64 gap less one in-loop trace
+record (fa2.BWD_TRACE_RECORD_CYCLES, 22: not the 171 of back-to-back end-of-CTA records) and exact mode's gap between the same ops of a lone CTA (each
 op's end as the engine runs it, cycles at the GPU config's clock). Medians over CTAs and steps.
 Run from the repository root: python scripts/fa2_bwd_trace_phases.py"""
 import glob, inspect, json, sys, textwrap
@@ -11,7 +11,7 @@ from iosim.kernels.trace import Trace
 from iosim.sim import pipeline, simulate
 from test_kernels_trace import schedule_of
 
-W = 171
+from iosim.algorithms.fa2 import BWD_TRACE_RECORD_CYCLES as W
 LOG = []
 src = textwrap.dedent(inspect.getsource(pipeline.run_ops))
 src = src.replace("    for op in ops:\n        kind = op.kind\n",
