@@ -82,7 +82,8 @@ BWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0985
 # gap before dV += PᵀdO (each: one barrier, the same 128 x d x Br GEMM, one trace write; the
 # first also the dS phase), per S element, median of the three traces (d 64 0.0948, d 128
 # 0.0897 and 0.0911), halved (tests/test_fa2_bwd_atomics.py). flash-attention's backward
-# forms dS in registers from its own P fragments: not charged.
+# forms dS in registers from its own P fragments: not charged. The barrier's own wait cancels
+# in that gap difference (both gaps have one): it is BWD_PHASE_BARRIER_CYCLES below.
 BWD_DS_PHASE_CYCLES_PER_OP = 0.0456
 # A trace record inside the backward's Q loop (thread 0's clock64 read and 16-byte store,
 # iosim_common.cuh TraceRec) costs ~22 cycles, not the 171 the back-to-back store records at
