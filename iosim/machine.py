@@ -328,12 +328,21 @@ class MmaCost:
         cpo = getattr(op, "phase_cycles_per_op", 0.0)
         return count * cpo * self.cycle_s if cpo else 0.0
 
+    def barrier_s(self, op) -> float:
+        """Seconds the CTA waits at the measured barrier that ends an Alu op's phase
+        (Alu.barrier_cycles) at the GPU's clock, once per op; 0 where not measured."""
+        cyc = getattr(op, "barrier_cycles", 0.0)
+        return cyc * self.cycle_s if cyc else 0.0
+
     def alu_hold(self, op, count: float) -> float:
         """Tensor-server work an Alu op holds the MMA stream for: the exposed fraction of its
         measured phase (copy_hold's rule: the same warps are busy elsewhere) where it has one,
-        else elementwise_hold."""
+        else elementwise_hold; plus that fraction of its measured barrier wait (the warps
+        waiting there issue no MMAs either)."""
         ph = self.phase_s(op, count)
-        return self.copy_hold(ph) if ph else self.elementwise_hold("alu", count)
+        hold = self.copy_hold(ph) if ph else self.elementwise_hold("alu", count)
+        bar = self.barrier_s(op)
+        return hold + self.copy_hold(bar) if bar else hold
 
     def elementwise_hold(self, kind: str, count: float) -> float:
         """Tensor-server work an Exp or Alu op of `count` elements holds the MMA stream for:

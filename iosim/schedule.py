@@ -101,11 +101,15 @@ class Alu:
     read and written through shared memory, the barrier after it), the clock cycles its CTA
     spends per counted op, in series with its compute (machine.MmaCost.phase_s); the SM's
     MMA stream is held for the exposed fraction of that time instead of the op's unit time.
-    0: the ALU unit time and MmaCost.elementwise_hold alone."""
+    0: the ALU unit time and MmaCost.elementwise_hold alone.
+    barrier_cycles: where the phase ends at a __syncthreads before a GEMM and the CTA's wait
+    there is measured, its clock cycles (once per op, whatever its count), in series after the
+    phase (machine.MmaCost.barrier_s); 0: the barrier costs nothing beyond the ordering."""
 
     name: str
     count: int
     phase_cycles_per_op: float = 0.0
+    barrier_cycles: float = 0.0
     kind = "alu"
 
 

@@ -163,8 +163,8 @@ def test_ds_phase_holds_a_lone_cta_for_its_cycles():
         for it in items:
             if isinstance(it, Loop):
                 out.append(Loop(it.var, it.start, it.count, tuple(strip(it.body))))
-            elif isinstance(it, Alu) and it.phase_cycles_per_op:
-                out.append(Alu(it.name, it.count))
+            elif isinstance(it, Alu) and it.name == "dS=P*(dP-D)":   # its barrier stays
+                out.append(Alu(it.name, it.count, 0.0, it.barrier_cycles))
             else:
                 out.append(it)
         return out
@@ -190,8 +190,8 @@ def test_flash_attn_ds_phase_is_not_charged():
 
 
 def test_breakdown_counts_the_ds_phase_hold():
-    """time_breakdown's issue_slots_s of fa2_bwd: the exp hold plus each Alu op's hold, the dS
-    phase's being the exposed fraction of its measured cycles."""
+    """time_breakdown's issue_slots_s of fa2_bwd: the exp hold plus each Alu op's hold, the P
+    and dS phases' being the exposed fraction of their measured cycles and barrier waits."""
     from iosim.machine import occupancy, time_breakdown
     from iosim.schedule import Alu, Loop
     from iosim.sim import simulate
@@ -205,6 +205,8 @@ def test_breakdown_counts_the_ds_phase_hold():
     for cta in range(k.launch.num_ctas):
         loop = next(it for it in k.program(cta) if isinstance(it, Loop))
         for it in loop.body:
+            if isinstance(it, Alu) and it.barrier_cycles:   # its barrier wait's exposed part
+                ds += loop.count * it.barrier_cycles / H200.clock_hz * f
             if isinstance(it, Alu) and it.phase_cycles_per_op:
                 ds += loop.count * it.count * it.phase_cycles_per_op / H200.clock_hz * f
             elif isinstance(it, Alu):

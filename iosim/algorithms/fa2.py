@@ -104,8 +104,45 @@ BWD_STORE_ISSUE_CYCLES_PER_BYTE = 0.0985
 # gap before dV += PᵀdO (each: one barrier, the same 128 x d x Br GEMM, one trace write; the
 # first also the dS phase), per S element, median of the three traces (d 64 0.0948, d 128
 # 0.0897 and 0.0911), halved (tests/test_fa2_bwd_atomics.py). flash-attention's backward
-# forms dS in registers from its own P fragments: not charged.
+# forms dS in registers from its own P fragments: not charged. The barrier's own wait cancels
+# in that gap difference (both gaps have one): it is BWD_DS_BARRIER_CYCLES below.
 BWD_DS_PHASE_CYCLES_PER_OP = 0.0456
+# A trace record inside the backward's Q loop (thread 0's clock64 read and 16-byte store,
+# iosim_common.cuh TraceRec) costs ~48 cycles, not the 171 the back-to-back store records at a
+# CTA's end take (iosim.kernels.trace.record_overhead_cycles): fa2_bwd at d 128, N 4096, built
+# with and without IOSIM_TRACE, CUDA events, 11 records a Q-block step: 453.5 vs 434.5 us with
+# 32 CTAs, 7096 vs 6802 us with 2048, 48.3 and 48.2 cycles a record at the counted 1.79 GHz
+# (measurements/h200/fa2_bwd_barriers_h200.json, scripts/fa2_bwd_barriers_h200.py;
+# tests/test_fa2_bwd_phases.py). With it the kernel's step reads ~11,900 cycles untraced
+# against the model's ~10,760 (not the 1.01-1.09 lone-CTA ratio the 171-cycle subtraction
+# gave): the phase and the barriers below are what the step lacked.
+BWD_TRACE_RECORD_CYCLES = 48.2
+# Cycles per S element (Alu.phase_cycles_per_op of the "P" op) of the backward's P phase after
+# S = QKᵀ, beyond its exp2 on the special-function units (16 per clock per SM, CUDA C++
+# Programming Guide): the FFMA of scale and LSE, the fp16 pack and the 4-byte st.shared of P
+# for the dV GEMM's transposed read (fa2_bwd.cu). The trace's gap from the S GEMM's stamp to
+# the P stamp (recorded before the barrier) less one record, less the exp unit time, per
+# element, in the 32-CTA N 4096 d 128 trace (fa2_bwd_atomics_h200.json, 2048 steps: 790
+# cycles, 0.0281; the 128-CTA run 0.0278; the committed unmasked d 128 trace
+# tests/data/traces/fa2_bwd_n256_d128.json 0.0301). It replaces the op's ALU unit time
+# (0.0078 an element). flash-attention's backward runs the same instructions
+# (scale_apply_exp2, convert_type, the copy of P to sP, flash_bwd_kernel.h): both kernels.
+BWD_P_PHASE_CYCLES_PER_OP = 0.0281
+# Cycles a Q-block step waits at the __syncthreads that ends an elementwise phase before a
+# GEMM (Alu.barrier_cycles): the warps' skew in the phase and the GEMM's restart behind it.
+# Measured on the H200 (fa2_bwd_barriers_h200.json): fa2_bwd.cu at d 128, N 4096 without
+# the barrier after its P phase (IOSIM_PHASE_BARRIERS_OFF 1; results wrong, time right) runs
+# 293 (32 CTAs) / 285 (2048 CTAs) cycles a step faster; without the one after its dS phase
+# (2) 132 / 145; without both (3) 732 / 743: the barrier left takes up much of the skew the
+# one removed had, so each is charged what its own removal saves (428 a step together, not
+# 737; the interaction is not modelled). Cross-check from the traces alone: the gap before
+# dV (after the P barrier) less the gap before dP = dO Vᵀ (same FLOPs, no barrier) less the
+# model's difference of the two GEMMs (768 - 1024 cycles, their ldmatrix operand bytes):
+# 231 (32 and 128 CTAs), 306 and 306 (committed d 128 traces). flash-attention's backward has
+# one such barrier, after writing P and dS, before dV (flash_bwd_kernel.h; its P phase runs
+# into the dP GEMM without one): charged the dS barrier's figure.
+BWD_P_BARRIER_CYCLES = 289.0
+BWD_DS_BARRIER_CYCLES = 139.0
 
 
 # ---- resources ------------------------------------------------------------------------
@@ -267,12 +304,16 @@ def bwd_program(problem, t: Tiling, b: int, h: int, j: int, kernel: str = "iosim
                 Mma("S=QK^T", br, bc, d, BWD_WARP_ROWS)]
         if seg.masked or ragged_kv or seg.ragged:
             body.append(Alu("mask", br * bc))
+        own = kernel == "iosim"
         body += [Exp("P=exp(S-LSE)", br * bc),
-                 Alu("P", br * bc),
+                 # the P phase; fa2_bwd.cu's ends at a barrier before dV (BWD_P_BARRIER)
+                 Alu("P", br * bc, BWD_P_PHASE_CYCLES_PER_OP,
+                     BWD_P_BARRIER_CYCLES if own else 0.0),
                  Mma("dV+=P^T dO", bc, d, br, BWD_WARP_ROWS),
                  Mma("dP=dO V^T", br, bc, d, BWD_WARP_ROWS),
-                 Alu("dS=P*(dP-D)", 2 * br * bc,
-                     BWD_DS_PHASE_CYCLES_PER_OP if kernel == "iosim" else 0.0),
+                 # both kernels' dS phase ends at a barrier before the dK/dV GEMMs
+                 Alu("dS=P*(dP-D)", 2 * br * bc, BWD_DS_PHASE_CYCLES_PER_OP if own else 0.0,
+                     BWD_DS_BARRIER_CYCLES),
                  Mma("dK+=dS^T Q", bc, d, br, BWD_WARP_ROWS),
                  Mma("dQ=dS K", br, d, bc, BWD_WARP_ROWS),
                  Store("dQaccum", (b, h, "i"), rq, d, rq * d * ACC_BYTES, reduce=True,

@@ -54,7 +54,7 @@ def shape_key(items) -> tuple:
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind == "alu":
-            out.append((kind, item.count, item.phase_cycles_per_op))
+            out.append((kind, item.count, item.phase_cycles_per_op, item.barrier_cycles))
         elif kind == "exp":
             out.append((kind, item.count))
     return tuple(out)

@@ -163,6 +163,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                     phase = ctx.mma.phase_s(op, op.count * share)
                     if phase:
                         finish = max(finish, now + phase)
+                    bar = ctx.mma.barrier_s(op)    # Alu.barrier_cycles: the wait after it
+                    if bar:
+                        finish += bar
                 else:
                     hold = ctx.mma.elementwise_hold(kind, op.count * share)
                 if hold:

@@ -37,6 +37,14 @@
 #ifndef IOSIM_DQ_MODE
 #define IOSIM_DQ_MODE 0
 #endif
+// Measurement variants of the barriers that end the P and dS phases (scripts/
+// fa2_bwd_barriers_h200.py; default 0, the kernel as the schedule says): bit 0 set leaves out
+// the __syncthreads after the P phase (before dV += PᵀdO), bit 1 the one after the dS phase
+// (before dK += dSᵀQ). Without them the GEMMs race the other warps' shared-memory writes: the
+// results are wrong, the time is what the barriers cost.
+#ifndef IOSIM_PHASE_BARRIERS_OFF
+#define IOSIM_PHASE_BARRIERS_OFF 0
+#endif
 
 namespace fa2b {
 constexpr int D = IOSIM_D, BQ = IOSIM_BQ, BKV = IOSIM_BKV, WARPS = IOSIM_WARPS, STAGES = IOSIM_STAGES;
@@ -296,7 +304,7 @@ fa2_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
                 }
             tr.op(EV_EXP, N_P);
         }
-        __syncthreads();
+        if (!(IOSIM_PHASE_BARRIERS_OFF & 1)) __syncthreads();
 
         // ---- dV_j += P_iᵀ dO_i
         gemm_atb<MT2, NT2, BQ>(dv, s_p, wm2 * TM2, CP, s_do, wn2 * TN2, CD, lane);
@@ -324,7 +332,7 @@ fa2_bwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
                     }
                 }
         }
-        __syncthreads();
+        if (!(IOSIM_PHASE_BARRIERS_OFF & 2)) __syncthreads();
 
         // ---- dK_j += dSᵀ Q_i
         gemm_atb<MT2, NT2, BQ>(dk, s_ds, wm2 * TM2, CP, s_q, wn2 * TN2, CD, lane);
