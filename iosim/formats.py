@@ -133,7 +133,7 @@ class ScenarioFile(ProblemFields, TilingFields):
 
 
 class SweepConfig(ProblemFields, TilingFields):
-    """One configuration of a validation sweep. Fields other helpers add (implementation
+    """One configuration of a validation sweep. Fields other modules add (implementation
     options) pass through untyped."""
 
     model_config = ConfigDict(extra="allow")

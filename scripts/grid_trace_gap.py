@@ -1,4 +1,4 @@
-"""Where the full-grid FA-3 traces' same-SM gap goes (grid helper). For the N 512 full-grid
+"""Where the full-grid FA-3 traces' same-SM gap goes. For the N 512 full-grid
 trace-mode runs (measurements/h200/store_layout/fa3_fwd_n512_*_b32h16.json) and the committed
 lone-CTA traces (tests/data/traces/fa3_fwd_*.json): per CTA in clock64 cycles, medians over the
 CTAs after each SM's first (steady state): Q record -> K0 record (one TMA issue + one record),

@@ -1,4 +1,4 @@
-"""Per-wave cost of the project's FA-3 forward at N 512 (grid helper): the measured kernel time
+"""Per-wave cost of the project's FA-3 forward at N 512: the measured kernel time
 (CUDA events, median of 10, two runs; measurements/h200/grid/grid_times_run*.csv, produced by
 `IOSIM_SWEEP=measurements/h200/grid/sweep_grid.yaml python3 -m iosim.measure.sweep time OUT.csv`)
 against the model's (exact mode, h200-calibrated as validation uses) at grids of 1/4 .. 15.5

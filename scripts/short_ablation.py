@@ -1,4 +1,4 @@
-"""The fragment-store charges one at a time (short helper): the validation's N 512 rows under
+"""The fragment-store charges one at a time: the validation's N 512 rows under
 sustained_simulation (as `iosim validate`), and fast vs exact mode on tests/test_sim_modes.py's
 problems, with the GPU config's figures switched off or on (the chip-wide rate 1.048 TB/s is in
 no config: `l2` and `all+l2` switch it on). Run from the repository root:

@@ -1,6 +1,6 @@
 """Per-group time MAPE, mean signed error, max and held-out MAPE of `iosim validate --format json`
 files side by side (before -> after): python scripts/validation_groups.py BEFORE.json AFTER.json.
-Groups: implementation/algorithm/direction (decode sweep marked). Used by the fa2b helper."""
+Groups: implementation/algorithm/direction (decode sweep marked). Used ."""
 import json, sys, collections
 def groups(path):
     d = json.load(open(path)); G = collections.defaultdict(list)

@@ -87,7 +87,7 @@ def test_a_lone_cta_streams_one_tile_per_issue_plus_compute(mode):
 
 def test_copy_issue_changes_nothing_where_the_pipeline_has_none():
     # FA-3: a TMA producer warp issues the copies (FA-1/FA-2 carry their traces' constants
-    # since the fa2b helper: tests/test_copy_issue_traces.py)
+    # since the measured mma.sync model: tests/test_copy_issue_traces.py)
     p = AttentionProblem(batch=1, heads_q=8, heads_kv=8, seq_kv=2048, seq_q=2048)
     s = build_schedule(p, H200, "fa3")
     assert all(k.pipeline.copy_issue_cycles_per_byte == 0.0 for k in s.kernels)

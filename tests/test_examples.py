@@ -48,6 +48,6 @@ def test_what_if_hardware_speeds_up_each_schedule_on_its_binding_resource():
     assert speed["2x DRAM bandwidth"][standard] > 1.3          # S and P through DRAM
     assert speed["2x tensor cores"][standard] < 1.05
     # MMA-bound; the exposed softmax and copy issue of its MMA warps do not speed up with the
-    # tensor cores (1.17 since the measured mma.sync model of the fa2b helper)
+    # tensor cores (1.17 since the measured mma.sync model)
     assert speed["2x tensor cores"][fa2] > 1.1
     assert speed["2x DRAM bandwidth"][fa2] < 1.05

@@ -1,4 +1,4 @@
-"""The FA-3 producer's issue order (grid helper): fa3_fwd.cu issues Q_i, K_0, V_0 back to back
+"""The FA-3 producer's issue order: fa3_fwd.cu issues Q_i, K_0, V_0 back to back
 (`load_q(); load_kv(0); ...`) and the consumers wait for Q on its own mbarrier before their
 first GEMM, so Q's load costs a lone CTA its transfer, not a second memory round trip
 (pipeline.issue_prologue_with_loop). And the P-to-16-bit pack of the wgmma kernels' KV step

@@ -43,7 +43,7 @@ def _mma_sync_times(gpu):
 
 def test_mma_sync_time_is_tensor_time_at_its_rate_plus_operand_time_where_not_overlapped():
     # a config saying the operand reads do not overlap (every shipped one says they do since
-    # the fa2b helper: H200/H100 measured, A100 taken as the H200)
+    # H200/H100 measured, A100 taken as the H200)
     serial = H200.model_copy(update={"mma_sync_operands_overlap": False})
     got, tensor_s, smem_s = _mma_sync_times(serial)
     assert got == pytest.approx(tensor_s + smem_s)

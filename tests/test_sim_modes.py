@@ -130,7 +130,7 @@ def test_to_dict_has_the_documented_keys():
 
 def test_tensor_busy_time_is_mma_sync_flops_plus_ldmatrix_operand_reads():
     # on a config whose ldmatrix reads do not overlap mma.sync and that has no measured
-    # exposed fraction (the shipped H100 overlaps them since the fa2b helper)
+    # exposed fraction (the shipped H100 overlaps them since the measured mma.sync model)
     H100s = H100.model_copy(update={"mma_sync_operands_overlap": False,
                                     "mma_sync_exposed_fraction_one_warp": None,
                                     "mma_sync_exposed_fraction_two_warps": None})

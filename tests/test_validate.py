@@ -119,7 +119,7 @@ def test_project_flash_kernels_time_max_error_within_budget(validation):
 
 
 def test_external_time_mape_within_budget(validation):
-    # met since the fa2b helper's measured mma.sync model (ldmatrix overlapped, copy issue,
+    # met since the measured mma.sync model (ldmatrix overlapped, copy issue,
     # exposed softmax, atomics held by the issuing SM): 5.2% (held out 4.8%), was 9.4%
     _, s = validation
     assert s["external"]["time"]["mape"] <= BUDGETS["external"]["time_mape"]
@@ -159,7 +159,7 @@ def test_published_dataset_has_both_series_causal_and_not(published):
     assert {r.causal for r in rows} == {True, False}
 
 
-# met since the fa2b helper (ldmatrix overlapped, copy issue, exposed softmax, atomics held by
+# met since the measured mma.sync model (ldmatrix overlapped, copy issue, exposed softmax, atomics held by
 # the issuing SM, the FA-2 series as flash-attention's kernel; the A100's overlap chosen after
 # looking at its rows): MAPE 7.5%, max 23.2% (was 16.3%, 49.7%)
 def test_published_time_mape_and_max_within_budget(published):

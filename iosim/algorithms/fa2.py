@@ -68,7 +68,7 @@ BWD_WARP_ROWS = 32
 # (second) cycles per step for the step's 32 KB (K and V tiles, 16 copies of 16 B per thread at
 # both tilings), mean 873 = 0.0266 cycles per byte. The step's cp.async.wait_group costs nothing
 # measurable (without it: -11 / -5 cycles per step), so the copies' cost is their issue. The
-# traces' gap method (a load's record to the next, less one trace write; the decode helper's
+# traces' gap method (a load's record to the next, less one trace write; the
 # method, iosim.kernels.copy_issue, tests/test_copy_issue_traces.py) gives 0.0233, kept as a
 # cross-check (FWD_COPY_ISSUE_TRACE_CYCLES_PER_BYTE). Backward main kernel: the traces' method,
 # a Q-block iteration's Q, dO, LSE, D (the two 4-byte row-statistic loads take ~180 cycles

@@ -1,5 +1,5 @@
 """Copy issue from a captured trace's clock64 stamps: how long a CTA's computing threads spend
-issuing their own cp.async copies (the decode helper's method, iosim.kernels.decode.
+issuing their own cp.async copies (the decode kernels' method (docs/decode.md), iosim.kernels.decode.
 copy_issue_cycles, made general for the project's FA-1/FA-2 kernels).
 
 Thread 0 of a CTA stamps every event right after it issued its part of the operation
