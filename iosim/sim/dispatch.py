@@ -30,3 +30,14 @@ class SlotPicker:
     def release(self, sm: int) -> None:
         self.resident[sm] -= 1
         heapq.heappush(self.buckets[self.resident[sm]], sm)
+
+
+def launch_ready(env, picker: SlotPicker, state: dict, n: int, cta) -> None:
+    """Start the next CTAs of a kernel of n CTAs (state["next"] on) on free SM slots, in
+    launch order, while any slot is free: `cta(c, sm)` is the CTA's SimPy process."""
+    while state["next"] < n:
+        sm = picker.pick()
+        if sm is None:
+            return
+        env.process(cta(state["next"], sm))
+        state["next"] += 1

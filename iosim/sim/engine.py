@@ -11,7 +11,7 @@ from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, c
                        fragment_store_issue_s_per_byte, fragment_store_l2_cost)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
-from .dispatch import SlotPicker
+from .dispatch import SlotPicker, launch_ready
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program
 from .summary import kernel_result, schedule_result
@@ -64,12 +64,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
                 done.succeed()
 
         def launch_more():
-            while state["next"] < n:
-                sm = picker.pick()
-                if sm is None:
-                    return
-                env.process(cta(state["next"], sm))
-                state["next"] += 1
+            launch_ready(env, picker, state, n, cta)
 
         if ki and l2_protocol == "ncu":       # profiler: write back + invalidate, unmeasured
             mem.invalidate()

@@ -30,7 +30,7 @@ from ..machine import (copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, dr
                        store_issue_s_per_byte)
 from ..schedule import Loop
 from .compute import SmUnits
-from .dispatch import SlotPicker
+from .dispatch import SlotPicker, launch_ready
 from .memory import ExactMemory, Server, TileLru
 from .pipeline import CtaContext, run_program
 
@@ -114,12 +114,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         launch()
 
     def launch():
-        while state["next"] < n:
-            sm = picker.pick()
-            if sm is None:
-                return
-            env.process(cta(state["next"], sm))
-            state["next"] += 1
+        launch_ready(env, picker, state, n, cta)
 
     launch()
     env.run()
