@@ -45,7 +45,7 @@ from __future__ import annotations
 from ..errors import IosimError
 from ..schedule import Kernel, Launch, Pipeline, Schedule, classes_along_x
 from .common import Tiling, ceil_div, check_fits, grid_index, pick_tiling
-from .fa2 import fwd_block_shape, fwd_program
+from .fa2 import fwd_block_shape, fwd_program, output_layout
 
 KERNELS = ("iosim", "flash-attn", "cudnn")
 
@@ -135,7 +135,7 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
         x, h, b = grid_index(cta, grid)
         return (n_q - 1 - x if problem.causal else x), h, b   # causal: longest Q blocks first
 
-    o_layout = "fragment" if kernel == "iosim" else "coalesced"
+    o_layout = output_layout(kernel)     # the project's kernel stores O from its fragments
 
     def program(cta: int) -> tuple:
         i, h, b = coord(cta)
