@@ -72,6 +72,12 @@
 #ifndef FA3_SEPARATE_KV_RELEASE
 #define FA3_SEPARATE_KV_RELEASE 1
 #endif
+#ifndef IOSIM_O_STORE
+// experiments only (scripts/experiments/o_store_h200.py): 1 O written from the accumulator
+// fragments (the kernel), 0 O computed but not written, 2 O staged through the consumer's own
+// rows of the Q tile in shared memory and written coalesced, 16 bytes per thread
+#define IOSIM_O_STORE 1
+#endif
 #ifndef IOSIM_WARPS
 #define IOSIM_WARPS (4 * (IOSIM_BQ / 64 + FA3_WARP_SPECIALIZED))
 #endif
@@ -617,11 +623,27 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 #pragma unroll
             for (int x = 0; x < D / 8; ++x) {
                 const u32 v = pack2(o[4 * x + 2 * hf] * inv, o[4 * x + 2 * hf + 1] * inv);
+#if IOSIM_O_STORE == 1
                 *(u32*)(o_g + (long long)row * D + 8 * x + 2 * (lane & 3)) = v;
+#elif IOSIM_O_STORE == 2
+                const int col = 8 * x + 2 * (lane & 3);  // the Q tile's layout: 64-column blocks
+                *(u32*)(smem + (col / 64) * BQ * 128 + row * 128 + (col % 64) * 2) = v;
+#else
+                if (v == 0x7fff7fffu) *(u32*)(o_g + (long long)row * D + 8 * x + 2 * (lane & 3)) = v;
+#endif
             }
             if ((lane & 3) == 0) lse_g[row] = lsum > 0.f ? m[hf] * scale + __logf(lsum) : IOSIM_INF;
         }
     }
+#if IOSIM_O_STORE == 2
+    named_sync(8 + c, 128);                        // this consumer's rows are in shared memory
+    for (int q = t; q < 64 * (D / 8); q += 128) {
+        const int row = 64 * c + q / (D / 8), col = 8 * (q % (D / 8));
+        if (row < rows_q)
+            *(uint4*)(o_g + (long long)row * D + col) =
+                *(const uint4*)(smem + (col / 64) * BQ * 128 + row * 128 + (col % 64) * 2);
+    }
+#endif
     if (rec) {
         tr.tile(EV_STORE, T_O, b, h, i, rows_q * D * 2);
         tr.tile(EV_STORE, T_LSE, b, h, i, rows_q * 4);
