@@ -43,7 +43,7 @@ back end; staged likewise) store it coalesced.
 from __future__ import annotations
 
 from ..errors import IosimError
-from ..schedule import Kernel, Launch, Pipeline, Schedule, classes_along_x
+from ..schedule import Barrier, Kernel, Launch, Pipeline, Schedule, classes_along_x
 from .common import Tiling, ceil_div, check_fits, grid_index, pick_tiling
 from .fa2 import fwd_block_shape, fwd_program, output_layout
 
@@ -60,6 +60,15 @@ WGMMA_M = 64            # rows per consumer warpgroup
 # FA-2's mma.sync loop converts P too, but its softmax cost is the measured exposed fraction of
 # the whole softmax (machine.MmaCost), so the op is added for the wgmma kernels only.
 PACK_P_INSTRUCTIONS_PER_ELEMENT = 0.5
+# The CTA's setup before the producer issues its first copy, by kernel: fa3_fwd.cu's thread 0
+# initialises 1 + 4·stages mbarriers and fences them, then __syncthreads and the producer's
+# setmaxnreg.dec. H200, %globaltimer stamps in the untraced kernel (-DIOSIM_STAMPS,
+# scripts/experiments/cta_phases_h200.py, measurements/h200/o_store/cta_phases_h200.json): CTA
+# entry → the producer's first copy 224-256 ns in all six shapes (d 64/128, N_kv 128/512, one
+# head alone or all SMs busy), median 248 ns; at the counted clock (1.79 GHz) 444 cycles. A
+# measured wait (Barrier.cycles) at the head of each CTA program; the lone-CTA traces start
+# after it (their first record is the Q copy). flash-attention's FA-3 and cuDNN: not measured.
+CTA_SETUP_CYCLES = {"iosim": 444.0}
 
 
 def default_tiles(d: int) -> tuple:
@@ -137,10 +146,13 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
 
     o_layout = output_layout(kernel)     # the project's kernel stores O from its fragments
 
+    setup = CTA_SETUP_CYCLES.get(kernel, 0.0)
+    head = (Barrier("cta setup", setup),) if setup else ()
+
     def program(cta: int) -> tuple:
         i, h, b = coord(cta)
-        return fwd_program(problem, t, b, h, i, o_layout,
-                           pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT)
+        return head + fwd_program(problem, t, b, h, i, o_layout,
+                                  pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT)
 
     d, eb = problem.head_dim, problem.elem_bytes
     classes, class_of, period = classes_along_x(

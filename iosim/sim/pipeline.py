@@ -95,6 +95,11 @@ def run_program(ctx: CtaContext, items: tuple, env_vars: dict):
     plain = []
     for item in items:
         if isinstance(item, Loop):
+            lead = _leading_barriers(plain)
+            if lead and issue_prologue_with_loop(ctx, plain[lead:], item):
+                # the CTA's own setup (a measured Barrier) comes before the producer's first copy
+                yield from run_ops(ctx, plain[:lead], env_vars, 1.0, ctx.stall, True)
+                plain = plain[lead:]
             if plain and issue_prologue_with_loop(ctx, plain, item):
                 # the producer issues them and the loop's first tiles back to back
                 ctx.prologue_ready_s = max(ctx.prologue_ready_s, _issue(ctx, plain, env_vars))
@@ -198,6 +203,14 @@ def run_loop(ctx: CtaContext, loop: Loop, env_vars: dict):
     else:
         yield from _run_buffered(ctx, loop, loads, rest, env_vars)
         env_vars.pop(loop.var, None)
+
+
+def _leading_barriers(plain: list) -> int:
+    """How many ops at the start of `plain` are barriers."""
+    n = 0
+    while n < len(plain) and plain[n].kind == "barrier":
+        n += 1
+    return n
 
 
 def issue_prologue_with_loop(ctx, plain, loop: Loop) -> bool:

@@ -82,6 +82,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     const u32 s_q = smem_u32(smem);
     const u32 s_kv = s_q + Q_BYTES;               // stage s: K at s_kv + 2s·KV_BYTES, V after it
 
+    if (tid == 0) { STAMP(trace, 0); STAMP_SMID(trace); }
     // Q_i: issued with the first K/V group, waited for with it.
     load_tile<D, NT>(s_q, q_g, BQ, rows_q, tid);
     tr.tile(EV_LOAD, T_Q, b, h, i, rows_q * D * 2);
@@ -119,6 +120,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         } else {
             cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
             __syncthreads();                       // tile j landed; buffer of tile j-1 is free
+            if (j == 0 && tid == 0) STAMP(trace, 2);
             if (j + STAGES - 1 < j_stop) issue_kv(j + STAGES - 1);
             cp_async_commit();
         }
@@ -240,6 +242,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         if (STAGES == 1) __syncthreads();          // the single buffer is refilled next step
     }
     cp_async_wait<0>();
+    if (tid == 0) STAMP(trace, 4);
 
     // ---- epilogue: O_i = O / l written once, LSE_i = m·scale + ln l (+inf for rows that see
     // no key at all; their O is 0)
@@ -267,5 +270,7 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         }
     tr.tile(EV_STORE, T_O, b, h, i, rows_q * D * 2);
     tr.tile(EV_STORE, T_LSE, b, h, i, rows_q * 4);
+    if (tid == 0) STAMP(trace, 5);
+    if (tid == NT - 1) STAMP(trace, 6);
     tr.finish();
 }

@@ -330,6 +330,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     auto v_empty = [&](int st) { return smem_u32(&bars[1 + (FA3_SEPARATE_KV_RELEASE ? 3 : 2) * STAGES + st]); };
 
     const int tid = threadIdx.x, wg = tid / 128;
+    if (tid == 0) { STAMP(trace, 0); STAMP_SMID(trace); }
     if (tid == 0) {
         if (s_q & 1023) __trap();                  // the 128-byte swizzle needs 1024-byte tiles
         mbar_init(bar_q, FULL_COUNT);
@@ -393,6 +394,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         // ================================ producer ================================
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid < 32) {
+            if (tid == 0) STAMP(trace, 1);
             load_q();
             for (int j = 0; j < j_stop; ++j) load_kv(j);
 #if !FA3_TMA
@@ -536,6 +538,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 
     if (PP && c == C - 1) named_arrive(1, 256);    // consumer 0 issues first
     mbar_wait(bar_q, 0);
+    if (rec) STAMP(trace, 2);
 #if FA3_INTRA_OVERLAP
     if (j_stop > 0) {
         mbar_wait(k_full(0), 0);
@@ -546,6 +549,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         if (rec) tr.op(EV_MMA, N_S);
         wgmma_wait<0>();
         reg_fence(s);
+        if (rec) STAMP(trace, 3);
         release_k(0);
         softmax(0);
         if (rec) tr.op(EV_EXP, N_EXP);
@@ -606,6 +610,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         release(j);
     }
 #endif
+    if (rec) STAMP(trace, 4);
     if (PP && c == 0) named_sync(1, 256);          // consumes consumer C−1's last arrive
 
     // ---- epilogue: O_i = O / l written once, LSE_i = m·scale + ln l (+inf for rows that see
@@ -648,6 +653,8 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         tr.tile(EV_STORE, T_O, b, h, i, rows_q * D * 2);
         tr.tile(EV_STORE, T_LSE, b, h, i, rows_q * 4);
     }
+    if (rec) STAMP(trace, 5);
+    if (c == C - 1 && t == 0) STAMP(trace, 6);
 #if !FA3_TMA
     if (loader) cp_async_wait<0>();
 #endif
