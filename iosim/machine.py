@@ -207,6 +207,20 @@ SUB_PARTITIONS_PER_SM = 4     # CC 8.x/9.x SMs (CUDA C++ Programming Guide)
 ELEMENTWISE_BLOCKS_MMA = True
 # Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
 A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
+# wgmma (Hopper): one warpgroup's stream of dependent wgmma reaches only part of its SM's
+# rate. H200 probe (`python3 -m iosim.measure.wgmma_overlap`, benchmarks/results/
+# wgmma_overlap_h200.txt), FLOP per clock per SM against cuBLAS's 4051: m64n128k16 with both
+# operands in shared memory 2030 (0.501, wait_group 0 or 1 alike), m64n64k16 with A in
+# registers (FA-3's P·V at d 64) 1555 (0.384); two warpgroups together 3726, three 4016. Keyed
+# by (A from registers, n); a shape not measured takes the m64n128k16 figure. Each consumer
+# warpgroup of a warp-specialized loop issues one such stream (pipeline.py).
+WGMMA_STREAM_FRACTION = {(False, 128): 2030 / 4051, (True, 64): 1555 / 4051}
+WGMMA_STREAM_FRACTION_OTHER = 2030 / 4051
+
+
+def wgmma_stream_fraction(op) -> float:
+    """Fraction of the SM's wgmma rate one warpgroup's stream of `op` reaches."""
+    return WGMMA_STREAM_FRACTION.get((op.name in A_FROM_REGISTERS, op.n), WGMMA_STREAM_FRACTION_OTHER)
 
 
 def mma_operand_bytes(op, sync: bool, readers: int, elem_bytes: int) -> int:
@@ -355,6 +369,11 @@ class MmaCost:
     def operand_bytes(self, op) -> int:
         """Shared-memory bytes the CTA reads for one Mma's operands."""
         return mma_operand_bytes(op, self.sync, self.readers, self.elem_bytes)
+
+    def stream_work(self, op) -> float:
+        """Work of `op` on one warpgroup's wgmma stream (a server at the SM's rate): its work
+        over the stream's fraction of that rate (wgmma_stream_fraction); 0 for mma.sync."""
+        return 0.0 if self.sync else self.work(op) / wgmma_stream_fraction(op)
 
     def work(self, op) -> float:
         key = (op.name, op.m, op.n, op.k, op.warp_rows)

@@ -115,4 +115,8 @@ def test_fa3_time_ignores_exp_throughput_once_softmax_hides_under_the_gemms():
     busiest = max(base.utilization, key=base.utilization.get)
     assert busiest == "tensor" and base.utilization["tensor"] > 0.65
     assert base.bound_by in ("tensor", "latency")
-    assert faster.time_s == pytest.approx(base.time_s, rel=0.002)
+    # within 1%: each consumer's own wgmma stream runs at half the SM's rate
+    # (machine.wgmma_stream_fraction), so its softmax stays on its critical path between its
+    # GEMMs by a little even when the two consumers keep the tensor cores busy (8x the exp
+    # rate: -0.8%)
+    assert faster.time_s == pytest.approx(base.time_s, rel=0.01)

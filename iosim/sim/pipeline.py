@@ -33,6 +33,7 @@ an iteration counts as tensor stall.
 from __future__ import annotations
 
 from ..schedule import Loop
+from .memory import Server
 
 MEM, TENSOR, EXP, ALU = 0, 1, 2, 3
 _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
@@ -114,9 +115,11 @@ def run_program(ctx: CtaContext, items: tuple, env_vars: dict):
         yield from run_ops(ctx, plain, env_vars, 1.0, ctx.stall, True)
 
 
-def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_memory: bool):
+def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_memory: bool,
+            stream=None):
     """Plain ops in order. `share`: the fraction of each Mma/Exp/Alu this thread executes;
-    `do_memory`: whether this thread issues the loads and stores (consumer 0 of a split)."""
+    `do_memory`: whether this thread issues the loads and stores (consumer 0 of a split);
+    `stream`: this consumer warpgroup's own wgmma stream (a Server), or None."""
     env, mem, units = ctx.env, ctx.mem, ctx.units
     pending_s = -1.0                          # loads issued, not yet waited for
     for op in ops:
@@ -158,6 +161,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
+            if stream is not None and kind == "mma":
+                # one warpgroup's dependent wgmma reach a fraction of the SM's rate
+                finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op) * share)[1])
             if kind != "mma" and ctx.mma is not None:
                 # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
                 # MMA stream pauses while they issue elementwise instructions; a measured
@@ -382,13 +388,17 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
     def ring(group):
         return _Ring(ctx, group, var, value, n, stages, n_consumers, env_vars)
 
+    # each consumer warpgroup's own wgmma stream (machine.wgmma_stream_fraction)
+    streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
+               if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
+
     def plain_consumer(c: int, all_tiles: _Ring):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
         for j in range(n):
             yield from all_tiles.wait(j, stall)
             my_vars[var] = value(j)
-            yield from run_ops(ctx, rest, my_vars, share, stall, c == 0)
+            yield from run_ops(ctx, rest, my_vars, share, stall, c == 0, streams[c])
             all_tiles.release(j)
 
     def plain_split_consumer(c: int, first: _Ring, others: _Ring):
@@ -399,10 +409,10 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         for j in range(n):
             yield from first.wait(j, stall)
             my_vars[var] = value(j)
-            yield from run_ops(ctx, gemm0, my_vars, share, stall, c == 0)
+            yield from run_ops(ctx, gemm0, my_vars, share, stall, c == 0, streams[c])
             first.release(j)
             yield from others.wait(j, stall)
-            yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
+            yield from run_ops(ctx, after, my_vars, share, stall, c == 0, streams[c])
             others.release(j)
 
     def overlap_consumer(c: int, first: _Ring, others: _Ring):
@@ -410,10 +420,18 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         my_vars = dict(env_vars)
         gemm0, after = split
         gemm0_work = sum(_work(op, ctx.mma) for op in gemm0) * share
-        tensor = ctx.units.tensor
+        tensor, stream = ctx.units.tensor, streams[c]
+        gemm0_stream = (sum(ctx.mma.stream_work(op) for op in gemm0) * share
+                        if stream is not None else 0.0)
+
+        def reserve_gemm0(now):
+            s, f = tensor.reserve(now, gemm0_work)
+            if stream is not None:
+                f = max(f, stream.reserve(now, gemm0_stream)[1])
+            return s, f
         yield from first.wait(0, stall)
         now = env.now
-        s, f = tensor.reserve(now, gemm0_work)
+        s, f = reserve_gemm0(now)
         stall[TENSOR] += s - now
         yield env.timeout(f - now)
         if not together:
@@ -422,10 +440,10 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
             next_done = None
             if j + 1 < n:                      # GEMM0 of j+1 runs under softmax of j
                 yield from first.wait(j + 1, stall)
-                _, next_done = tensor.reserve(env.now, gemm0_work)
+                _, next_done = reserve_gemm0(env.now)
             yield from others.wait(j, stall)
             my_vars[var] = value(j)
-            yield from run_ops(ctx, after, my_vars, share, stall, c == 0)
+            yield from run_ops(ctx, after, my_vars, share, stall, c == 0, stream)
             others.release(j)
             if together:                       # K_j's slot goes back with V_j's
                 first.release(j)
