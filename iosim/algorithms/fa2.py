@@ -9,7 +9,9 @@ on chip and streams Q_i, dO_i, LSE_i, D_i; dQ_i is accumulated in fp32 with atom
 """
 from __future__ import annotations
 
-from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
+import dataclasses
+
+from ..schedule import (Alu, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule, Store,
                         classes_along_x, loop)
 from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, grid_index,
                      kv_segments, pick_tiling, q_segments, rows_in_block)
@@ -192,17 +194,20 @@ def bwd_tiling(problem, gpu, **overrides) -> Tiling:
 
 # ---- forward ------------------------------------------------------------------------
 def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ragged: bool,
-                 var: str = "j", pack_p_per_element: float = 0.0) -> tuple:
+                 var: str = "j", pack_p_per_element: float = 0.0,
+                 mask_cycles_per_element: float = 0.0) -> tuple:
     """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it).
     `pack_p_per_element`: instructions per score element that convert P to 16 bits for the
-    P·V GEMM (an Alu "pack P" op when > 0; fa3.PACK_P_INSTRUCTIONS_PER_ELEMENT)."""
+    P·V GEMM (an Alu "pack P" op when > 0; fa3.PACK_P_INSTRUCTIONS_PER_ELEMENT);
+    `mask_cycles_per_element`: the measured phase of a masked step's mask (mask_phase_cycles),
+    0: one ALU op per element."""
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
     body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
             Load("V", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
             Mma("S=QK^T", br, bc, d)]
     if masked or ragged:
-        body.append(Alu("mask", br * bc))
+        body.append(Alu("mask", br * bc, phase_cycles_per_op=mask_cycles_per_element))
     body += [Alu("softmax", 3 * br * bc),      # scale-and-max, subtract, row sum
              Exp("exp", br * bc + br)]         # P = exp(S − m), and α = exp(m_old − m_new)
     if pack_p_per_element:
@@ -213,10 +218,11 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
 
 
 def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
-                downward: bool = False, pack_p_per_element: float = 0.0) -> tuple:
+                downward: bool = False, pack_p_per_element: float = 0.0,
+                mask_cycles_per_element: float = 0.0) -> tuple:
     """Q block i's program; `o_layout`: Store.layout of O; `downward`: its KV loop runs from
     the last block to the first (flash-attention's, DOWNWARD_KERNELS), else from the first
-    to the last; `pack_p_per_element`: kv_iteration's P conversion instructions."""
+    to the last; `pack_p_per_element`, `mask_cycles_per_element`: kv_iteration's."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
@@ -227,7 +233,8 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fra
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
                      kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged,
-                                  pack_p_per_element=pack_p_per_element),
+                                  pack_p_per_element=pack_p_per_element,
+                                  mask_cycles_per_element=mask_cycles_per_element),
                      reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once
@@ -255,6 +262,38 @@ def q_block_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, p
                   coord_names=("q_block", "batch", "head"))
 
 
+# A masked KV step's mask (the compares and selects of a causal or ragged step) in the project's
+# FA-2 forward kernel: cycles per score element its threads spend in it (Alu "mask"
+# phase_cycles_per_op, replacing the op's ALU unit time), by (kernel source, block_q, block_kv,
+# d). From the committed lone-CTA traces (scripts/mask_phase_from_traces.py, tests/
+# test_mask_phase.py recomputes them): a masked step's S -> exp gap less the same CTA's unmasked
+# steps' (both carry the same records), over the step's score elements: fa2_fwd_n200_d64_causal
+# (128x128, d 64) 631 and 815 cycles, 0.0441 per element; fa2_fwd_q130_kv300_gqa_d128_causal
+# (128x64, d 128) ~410 cycles, 0.0497. Other tilings and kernels (FA-3, flash-attention, cuDNN):
+# not measured, one ALU op per element. With every SM busy the mask costs more: the kernel
+# built to mask every step (IOSIM_FORCE_MASK=1, measurements/h200/mask/) adds 264 / 202 us at
+# N 4096, the model with these figures 158 / 178 (tests/test_mask_phase.py).
+MASK_PHASE_CYCLES_PER_ELEMENT = {("fa2_fwd", 128, 128, 64): 0.0441, ("fa2_fwd", 128, 64, 128): 0.0497}
+
+
+def mask_phase_cycles(source: str, t: Tiling, d: int) -> float:
+    """MASK_PHASE_CYCLES_PER_ELEMENT of the project's kernel `source` at tiling t; 0 if not measured."""
+    return MASK_PHASE_CYCLES_PER_ELEMENT.get((source, t.block_q, t.block_kv, d), 0.0)
+
+
+def fwd_program_forced_mask(problem, t: Tiling, b: int, h: int, i: int,
+                            mask_cycles_per_element: float) -> tuple:
+    """fwd_program with every KV step masked (the kernels built with IOSIM_FORCE_MASK=1):
+    the measurement behind MASK_PHASE_CYCLES_PER_ELEMENT (scripts/mask_phase_from_measurement.py)."""
+    if problem.causal or problem.seq_kv % t.block_kv:
+        raise ValueError("the forced-mask measurement is of non-causal problems of whole KV blocks")
+    hk = h // problem.group_size
+    body = kv_iteration(problem, t, hk, b, t.block_kv, True, False,
+                        mask_cycles_per_element=mask_cycles_per_element)
+    return tuple(dataclasses.replace(item, body=body) if isinstance(item, Loop) else item
+                 for item in fwd_program(problem, t, b, h, i))
+
+
 def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:
     """What decides the shape of Q block i's forward program: its rows and KV segments."""
     return (rows_in_block(i, t.block_q, problem.seq_q),
@@ -265,9 +304,11 @@ def forward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     d, eb = problem.head_dim, problem.elem_bytes
     o_layout = output_layout(kernel)
     downward = kernel in DOWNWARD_KERNELS
+    mask = mask_phase_cycles("fa2_fwd", t, d) if kernel == "iosim" else 0.0
     return (q_block_kernel(
         "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
-        lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout, downward),
+        lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout, downward,
+                                    mask_cycles_per_element=mask),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
                  copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE),
         lambda i: fwd_block_shape(problem, t, i)),)

@@ -27,6 +27,9 @@
 #ifndef IOSIM_STAGES
 #define IOSIM_STAGES 2
 #endif
+#ifndef IOSIM_FORCE_MASK
+#define IOSIM_FORCE_MASK 0
+#endif
 #ifndef IOSIM_O_STORE
 // experiments only (scripts/experiments/o_store_h200.py): 1 O written (the kernel), 0 computed
 // but not written
@@ -171,7 +174,9 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 
         // ---- mask (causal diagonal blocks and the ragged last block only)
         const int c0 = j * BKV;
-        const bool need_mask = (c0 + BKV > Nkv) || (causal && c0 + BKV - 1 > r0 + off);
+        // IOSIM_FORCE_MASK (experiments only: scripts/experiments/mask_cost_h200.py): every step
+        // runs the mask's compares and selects (a non-causal problem masks nothing)
+        const bool need_mask = IOSIM_FORCE_MASK || (c0 + BKV > Nkv) || (causal && c0 + BKV - 1 > r0 + off);
         if (need_mask) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)

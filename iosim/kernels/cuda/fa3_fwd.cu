@@ -72,6 +72,9 @@
 #ifndef FA3_SEPARATE_KV_RELEASE
 #define FA3_SEPARATE_KV_RELEASE 1
 #endif
+#ifndef IOSIM_FORCE_MASK
+#define IOSIM_FORCE_MASK 0
+#endif
 #ifndef IOSIM_O_STORE
 // experiments only (scripts/experiments/o_store_h200.py): 1 O written from the accumulator
 // fragments (the kernel), 0 O computed but not written, 2 O staged through the consumer's own
@@ -481,7 +484,9 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 #pragma unroll
         for (int x = 0; x < NS; ++x) s[x] *= dq;
 #endif
-        const bool need_mask = (c0 + BKV > Nkv) || (causal && c0 + BKV - 1 > r0 + off);
+        // IOSIM_FORCE_MASK (experiments only: scripts/experiments/mask_cost_h200.py): every step
+        // runs the mask's compares and selects (a non-causal problem masks nothing)
+        const bool need_mask = IOSIM_FORCE_MASK || (c0 + BKV > Nkv) || (causal && c0 + BKV - 1 > r0 + off);
         if (need_mask) {
 #pragma unroll
             for (int x = 0; x < NS; ++x) {
