@@ -21,9 +21,11 @@ from ..machine import (SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
-from .l2model import BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, replay
+from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
+                      replay_trace)
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
+from .reuse import Reuse
 from .wave_queue import wave_queue
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
@@ -304,9 +306,10 @@ def _suffix_start(num_ctas: int, slots: int):
     return None if tail is None else max(0, tail - TAIL_WARMUP_WAVES * slots)
 
 
-def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
-    """The sampled accesses of the replayed CTAs, and per kernel the window of time in which
-    each cohort's loads are counted: (BODY: until the prefix's first CTA that is not replayed
+def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots, reuse=None) -> tuple:
+    """The sampled accesses of the replayed CTAs (an AccessSampler: the walk, from `reuse`
+    when it has it) and their times, and per kernel the window of time in which each
+    cohort's loads are counted: (BODY: until the prefix's first CTA that is not replayed
     starts; TAIL: from when every CTA before the tail part's warm-up has ended).
 
     Until the first unreplayed CTA starts, the LRU has seen every access the full trace
@@ -316,7 +319,6 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
     replayed (FA-2, N = 65,536, H100: the 9 CTAs of a 2,121-CTA prefix past its 8 whole
     waves, each alone on its head's K/V, raised the kernel's miss ratio by 6%). Symmetrically,
     the tail part's loads count once no CTA before its warm-up runs any more."""
-    sampler = AccessSampler(plan.ratio)
     inf = float("inf")
     windows = []
     for ki, k in enumerate(schedule.kernels):
@@ -327,15 +329,35 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
         tail_from = (max(marks_of(c)[1][-1] for c in range(max(0, a - slots[ki]), a))
                      if a else -inf)
         windows.append({BODY: (-inf, body_end), TAIL: (tail_from, inf), WARMUP: (inf, inf)})
+    key = (plan.ratio, tuple(plan.limits), tuple(plan.suffix), tuple(tail_starts))
+    sampler = reuse.walks.get(key) if reuse is not None else None
+    if sampler is None:
+        sampler = _walk_replayed(schedule, plan, tail_starts)
+        if reuse is not None:
+            reuse.keep(key, sampler)
+    t0s, dts = [], []
+    for ki, cta, ticks in sampler.ctas:
+        start_s, seg_ends = runs[ki].marks_of(cta)
+        if len(seg_ends) != len(ticks):      # the fluid model ends every segment it runs
+            raise AssertionError(f"kernel {ki} CTA {cta}: {len(seg_ends)} segment ends for "
+                                 f"{len(ticks)} segments")
+        group_times(start_s, seg_ends, ticks, t0s, dts)
+    return sampler, sampler.times(t0s, dts), windows
+
+
+def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
+    """Walk every replayed CTA's program: its sampled accesses, not yet placed in time."""
+    sampler = AccessSampler(plan.ratio)
+    for ki, k in enumerate(schedule.kernels):
+        n = k.num_ctas
         stages = max(1, k.pipeline.stages)
         tail = tail_starts[ki] if tail_starts[ki] is not None else n
         program, class_of = k.program, k.class_of
         for cta in plan.replayed(ki, n):
-            start_s, seg_ends = marks_of(cta)
             cohort = TAIL if cta >= tail else (BODY if cta < plan.limits[ki] else WARMUP)
-            sampler.cta(ki, split_segments(program(cta)), start_s, seg_ends, stages,
-                        cohort, class_of(cta))
-    return sampler, windows
+            sampler.walk_cta(ki, cta, split_segments(program(cta)), stages, cohort,
+                             class_of(cta))
+    return sampler
 
 
 @dataclass
@@ -452,9 +474,14 @@ def _memory_ops(items):
 
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
-                  time_protocol: str | None = None, l2_queue_from_wave: bool = False):
+                  time_protocol: str | None = None, l2_queue_from_wave: bool = False,
+                  reuse: Reuse | None = None):
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
-    timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
+    timed dispatch sees. Both replays share one placement of the accesses (pass 1).
+    reuse: a Reuse of this schedule, to share the clock-independent work with other
+    simulations of it (the results are the same with or without)."""
+    if reuse is not None:
+        reuse.check(schedule)
     time_protocol = time_protocol or l2_protocol
     rates = SmRates.of(gpu, schedule.problem.dtype)      # the servers run at the wgmma rate
     infos = [KernelInfo.of(k, gpu, schedule.problem.dtype) for k in schedule.kernels]
@@ -476,19 +503,20 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     tail_starts = [tail_wave_start(k.num_ctas, i.occ * gpu.sm_count)
                    for k, i in zip(schedule.kernels, infos)]
     slots = [i.occ * gpu.sm_count for i in infos]
-    sampler, windows = _l2_sample(schedule, plan, runs, tail_starts, slots)
+    sampler, times, windows = _l2_sample(schedule, plan, runs, tail_starts, slots, reuse)
     tail_bytes = [_tail_load_bytes(k, i, t) for k, i, t in zip(schedule.kernels, infos,
                                                                tail_starts)]
     del runs
-    sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(sampler.out),
+    sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(times),
                 "l2_simulated_ctas": [sum(1 for _ in plan.replayed(ki, k.num_ctas))
                                       for ki, k in enumerate(schedule.kernels)]}
-    figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
-                                              capacity / plan.ratio, n_k, gpu.dram_latency_s,
-                                              protocol, dram_read_rate(gpu),
-                                              windows), tail_bytes, plan.ratio)
+    figures = {protocol: _scale(infos, replay_trace(times, sampler.keys, sampler.metas,
+                                                    sampler.streams, capacity / plan.ratio, n_k,
+                                                    gpu.dram_latency_s, protocol,
+                                                    dram_read_rate(gpu), windows),
+                                tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
-    del sampler
+    del sampler, times
     counted, timed = figures[l2_protocol], figures[time_protocol]
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
