@@ -158,6 +158,7 @@ class AccessSampler:
         self.ticks_memo: dict = {}
         self._shapes: dict = {}      # (kernel, class, stages) → per segment (ticks, shape)
         self._inner_hits: dict = {}  # sampled iterations of a tile moving along an inner coord
+        self._last_hits: dict = {}   # ... along its last coordinate
         self.keys: list = []         # the sampled accesses' tile keys, in sampling order
         self.metas: list = []        # their (bytes, op code, stream)
         self.runs: list = []         # their times as functions of their group's (t0, dt)
@@ -299,26 +300,42 @@ class AccessSampler:
 
     def _moving_last(self, op, site, item, pos, env, g, body_ticks, meta):
         """A tile that moves with the loop along its last coordinate: its sampled iterations,
-        arithmetically; in iteration order the issue index j = (v − start)·step − ahead grows
-        by R from one to the next (clamped at 0: loads issued before the loop starts)."""
-        coord, R, lo, start, step = op.coord, self.ratio, item.lowest, item.start, item.step
+        arithmetically (_last_sampled)."""
+        coord = op.coord
         head = (op.tensor,) + (coord[:-1] if site.literal else
                                tuple(env[c] if isinstance(c, str) else c for c in coord[:-1]))
+        keys, js = self._last_sampled(head, item.lowest, item.count, item.start, item.step,
+                                      site.ahead)
+        if keys:
+            self.keys.extend(keys)
+            self.metas.extend([meta] * len(keys))
+            self.runs.append((g, pos + site.index, body_ticks, js))
+
+    def _last_sampled(self, head: tuple, lo: int, count: int, start: int, step: int,
+                      ahead: int) -> tuple:
+        """The sampled tiles head + (v,), v in [lo, lo + count), in iteration order, and their
+        issue indices j = (v − start)·step − ahead, which grow by R from one to the next
+        (clamped at 0: loads issued before the loop starts). Memoised: the CTAs that read
+        one tile row (a head's K and V) walk it alike."""
+        ck = (head, lo, count, start, step, ahead)
+        hit = self._last_hits.get(ck)
+        if hit is not None:
+            return hit
+        R = self.ratio
         first = lo + ((-self.salt[head] - lo) % R if R > 1 else 0)
-        values = range(first, lo + item.count, R)
+        values = range(first, lo + count, R)
         n = len(values)
-        if not n:
-            return
         if step < 0:
             values = values[::-1]
-        j0 = (values[0] - start) * step - site.ahead
-        js = range(j0, j0 + n * R, R)
-        if j0 < 0:
-            k = min(n, (R - 1 - j0) // R)                    # the iterations with j < 0
-            js = [0] * k + list(js[k:])
-        self.keys.extend([head + (v,) for v in values])
-        self.metas.extend([meta] * n)
-        self.runs.append((g, pos + site.index, body_ticks, js))
+        js = ()
+        if n:
+            j0 = (values[0] - start) * step - ahead
+            js = range(j0, j0 + n * R, R)
+            if j0 < 0:
+                k = min(n, (R - 1 - j0) // R)                # the iterations with j < 0
+                js = [0] * k + list(js[k:])
+        hit = self._last_hits[ck] = ([head + (v,) for v in values], js)
+        return hit
 
     def _moving_inner(self, op, site, item, env) -> tuple:
         """A tile that moves with the loop along another coordinate than the last: the key's
