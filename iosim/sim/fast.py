@@ -19,7 +19,7 @@ from .characterize import Characterizer, shape_key, split_segments
 from ..machine import (SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
                        fragment_store_l2_cost)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
-from .first_wave import first_wave_prologues, tail_wave_start
+from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
                       replay_trace)
@@ -147,6 +147,16 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     return costs
 
 
+def _first_wave_loads(kernel, ki: int, group: int, reuse) -> dict:
+    """first_wave.first_wave_loads, from `reuse` when it has them (keyed by kernel and group)."""
+    if reuse is None:
+        return first_wave_loads(kernel, group)
+    hit = reuse.first_loads.get((ki, group))
+    if hit is None:
+        hit = reuse.first_loads[ki, group] = first_wave_loads(kernel, group)
+    return hit
+
+
 def _with_tail_classes(class_of, n_classes: int, tail_start: int):
     """Classes of the last partial wave's CTAs as classes of their own (after the others)."""
     def of(cta: int) -> int:
@@ -169,10 +179,10 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
-                  tail_miss=None, l2_queue=None, store_fill=None):
+                  tail_miss=None, l2_queue=None, store_fill=None, reuse=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
-    the CTAs launched after them)."""
+    the CTAs launched after them). reuse: a Reuse holding the first waves' loads."""
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans, runs = [], []
@@ -200,7 +210,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
             kernel.class_of, n_cls, tail_start)
         prologues = (first_wave_prologues(kernel, group, miss[ki],
-                                          set() if cold_start else touched)
+                                          set() if cold_start else touched,
+                                          _first_wave_loads(kernel, ki, group, reuse))
                      if first_loads_queue else None)
         if not cold_start:
             for p in info.programs:
@@ -531,7 +542,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
-                                       store_fill=timed.store_fill)
+                                       store_fill=timed.store_fill, reuse=reuse)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,

@@ -13,13 +13,16 @@ class Reuse:
     simulations of one schedule (clock.sustained_simulation simulates it at clock_hz, then
     at its sustained clock): the L2 replay's walk of the sampled CTAs, keyed by all it reads
     besides the schedule (the sampling plan's ratio and replayed CTAs, the kernels' last
-    partial waves). One Reuse serves one schedule, which it holds; at most `max_walks`
-    walks are kept (the oldest dropped)."""
+    partial waves), and the first waves' first loads (first_wave.first_wave_loads, keyed by
+    kernel and first-wave size). One Reuse serves one schedule, which it holds; at most
+    `max_walks` walks are kept (the oldest dropped); first loads: one entry per kernel and
+    wave size, a few per schedule."""
 
     def __init__(self, schedule, max_walks: int = 2):
         self.schedule = schedule
         self.max_walks = max_walks
         self.walks: dict = {}
+        self.first_loads: dict = {}
 
     def check(self, schedule) -> "Reuse":
         if schedule is not self.schedule:
