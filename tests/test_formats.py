@@ -105,7 +105,7 @@ def test_measurement_time_must_be_finite(tmp_path):
 def test_every_bundled_yaml_parses_alike_with_libyaml_and_pure_python():
     import yaml
 
-    from iosim.formats import _FAST_SAFE_LOADER, read_yaml
+    from iosim.textfiles import _FAST_SAFE_LOADER, read_yaml
     from iosim.paths import DATA_DIR
     paths = sorted(DATA_DIR.rglob("*.yaml"))
     assert len(paths) >= 5
@@ -117,7 +117,7 @@ def test_every_bundled_yaml_parses_alike_with_libyaml_and_pure_python():
 
 
 def test_a_user_yaml_with_a_tab_inside_a_plain_key_is_refused_as_pure_python_refuses_it(tmp_path):
-    from iosim.formats import read_yaml
+    from iosim.textfiles import read_yaml
     bad = tmp_path / "gpu.yaml"
     bad.write_text("name: x\nsm\tcount: 3\n")     # libyaml alone would accept it
     with pytest.raises(IosimError, match="malformed YAML .* line 2"):

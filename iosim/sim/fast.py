@@ -26,7 +26,6 @@ from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .reuse import Reuse
-from .wave_queue import wave_queue
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
 
@@ -535,9 +534,12 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     # the L2 FIFO queueing: the replay's queue position, or (l2_queue_from_wave=True, not the
     # default: docs/simulator.md says why) from a short exact simulation of each kernel's
     # waves (wave_queue.py)
-    l2_queue = ([wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
-                 for k, i, c in zip(schedule.kernels, infos, characterizers)]
-                if l2_queue_from_wave else timed.l2_queue)
+    if l2_queue_from_wave:
+        from .wave_queue import wave_queue
+        l2_queue = [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
+                    for k, i, c in zip(schedule.kernels, infos, characterizers)]
+    else:
+        l2_queue = timed.l2_queue
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
