@@ -19,7 +19,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+
+EMPTY_DIR = tempfile.mkdtemp(prefix="headline-cost-")
 
 COMMANDS = {
     "run --seq 32768 (headline)": ["run", "--gpu", "h100", "--seq", "32768"],
@@ -29,11 +32,13 @@ COMMANDS = {
 
 
 def cost(python: str, args: list) -> tuple:
-    """(wall seconds, CPU seconds user + system) of one `python -m iosim args` process."""
+    """(wall seconds, CPU seconds user + system) of one `python -m iosim args` process, run
+    from an empty folder (`-m` puts the working directory first on sys.path: from a checkout
+    it would import that checkout's iosim whatever the interpreter has installed)."""
     env = {**os.environ, "TQDM_DISABLE": "1"}
     t0 = time.perf_counter()
     proc = subprocess.Popen([python, "-m", "iosim", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
+                            stderr=subprocess.DEVNULL, env=env, cwd=EMPTY_DIR)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -51,6 +56,10 @@ def main(argv=None) -> int:
     pythons = dict(p.split("=", 1) for p in a.python) or {"this": sys.executable}
     walls = {(lab, c): [] for lab in pythons for c in COMMANDS}
     cpus = {(lab, c): [] for lab in pythons for c in COMMANDS}
+    for lab, py in pythons.items():
+        where = subprocess.run([py, "-c", "import iosim; print(iosim.__file__)"], cwd=EMPTY_DIR,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        print(f"# {lab}: {py} imports {where}")
     for _ in range(a.repeats):
         for c, args in COMMANDS.items():
             for lab, py in pythons.items():      # alternated: the machine's load falls alike
