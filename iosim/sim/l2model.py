@@ -96,6 +96,7 @@ class Site:
 
 
 MOVES_LAST, MOVES_INNER, MOVES_ENV = 0, 1, 2
+MEMO_ITERATIONS = 8     # AccessSampler._last_sampled memoises loops of this many samples up
 MEMORY_LEAF = "memory"
 
 
@@ -183,17 +184,18 @@ class AccessSampler:
             self.streams.append(Stream(*k))
         return sid
 
-    def _segment_shapes(self, segments: list, stages: int, cls) -> list:
+    def _segment_shapes(self, segments: list, stages: int, cls) -> tuple:
+        """(per segment its shape, the segments' expanded ops), once per class."""
         key = (self.kernel, cls, stages)
-        shapes = self._shapes.get(key) if cls is not None else None
-        if shapes is None:
+        hit = self._shapes.get(key) if cls is not None else None
+        if hit is None:
             self.ticks_memo.clear()
-            shapes = [(_ticks(seg, self.ticks_memo), compile_shape(seg, stages, self.ticks_memo))
-                      for seg in segments]
+            shapes = [compile_shape(seg, stages, self.ticks_memo) for seg in segments]
+            hit = (shapes, tuple(_ticks(seg, self.ticks_memo) for seg in segments))
             self.ticks_memo.clear()
             if cls is not None:
-                self._shapes[key] = shapes
-        return shapes
+                self._shapes[key] = hit
+        return hit
 
     def walk_cta(self, ki: int, cta: int, segments: list, stages: int, cohort: int = 0,
                  cls: int | None = None) -> None:
@@ -201,11 +203,14 @@ class AccessSampler:
         by times()). `cls`: the CTA's class in kernel ki (schedule.Kernel.class_of); CTAs of
         one class share the program's shape, computed once (None: computed for this CTA)."""
         self.kernel, self.cohort = ki, cohort
-        shapes = self._segment_shapes(segments, stages, cls)
-        for seg, (_n, shape) in zip(segments, shapes):
-            self._walk(seg, shape, 0, {}, self.n_groups)
-            self.n_groups += 1
-        self.ctas.append((ki, cta, tuple(t for t, _shape in shapes[:len(segments)])))
+        shapes, ticks = self._segment_shapes(segments, stages, cls)
+        g, walk = self.n_groups, self._walk
+        for seg, shape in zip(segments, shapes):
+            walk(seg, shape, 0, {}, g)
+            g += 1
+        self.n_groups = g
+        self.ctas.append((ki, cta, ticks if len(ticks) <= len(segments)
+                          else ticks[:len(segments)]))
 
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
             cohort: int = 0, cls: int | None = None) -> None:
@@ -241,9 +246,11 @@ class AccessSampler:
             if node is None:
                 pos += 1
             elif node is MEMORY_LEAF:
-                key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                             for c in item.coord)
-                if self.sampled(key):
+                coord = item.coord    # outside every loop (env empty) it is all numbers
+                key = (item.tensor,) + (tuple(env[c] if isinstance(c, str) else c
+                                              for c in coord) if env else coord)
+                R = self.ratio
+                if R == 1 or (key[-1] + self.salt[key[:-1]]) % R == 0:
                     self.keys.append(key)
                     self.metas.append((item.bytes, _op_code(item), self.stream(item.tensor)))
                     self.runs.append((g, None, None, (pos,)))
@@ -300,12 +307,24 @@ class AccessSampler:
 
     def _moving_last(self, op, site, item, pos, env, g, body_ticks, meta):
         """A tile that moves with the loop along its last coordinate: its sampled iterations,
-        arithmetically (_last_sampled)."""
+        arithmetically (_last_sampled). Memoised for loops of MEMO_ITERATIONS sampled
+        iterations or more: the CTAs that read one tile row (a head's K and V) walk it
+        alike; shorter ones cost less to compute than to look up."""
         coord = op.coord
         head = (op.tensor,) + (coord[:-1] if site.literal else
                                tuple(env[c] if isinstance(c, str) else c for c in coord[:-1]))
-        keys, js = self._last_sampled(head, item.lowest, item.count, item.start, item.step,
-                                      site.ahead)
+        R, lo, count = self.ratio, item.lowest, item.count
+        if count >= MEMO_ITERATIONS * R:
+            ck = (head, lo, count, item.start, item.step, site.ahead)
+            hit = self._last_hits.get(ck)
+            if hit is None:
+                hit = self._last_hits[ck] = self._last_sampled(head, lo, count, item.start,
+                                                               item.step, site.ahead)
+        elif R > 1 and (-self.salt[head] - lo) % R >= count:
+            return                                           # no iteration sampled
+        else:
+            hit = self._last_sampled(head, lo, count, item.start, item.step, site.ahead)
+        keys, js = hit
         if keys:
             self.keys.extend(keys)
             self.metas.extend([meta] * len(keys))
@@ -315,12 +334,7 @@ class AccessSampler:
                       ahead: int) -> tuple:
         """The sampled tiles head + (v,), v in [lo, lo + count), in iteration order, and their
         issue indices j = (v − start)·step − ahead, which grow by R from one to the next
-        (clamped at 0: loads issued before the loop starts). Memoised: the CTAs that read
-        one tile row (a head's K and V) walk it alike."""
-        ck = (head, lo, count, start, step, ahead)
-        hit = self._last_hits.get(ck)
-        if hit is not None:
-            return hit
+        (clamped at 0: loads issued before the loop starts)."""
         R = self.ratio
         first = lo + ((-self.salt[head] - lo) % R if R > 1 else 0)
         values = range(first, lo + count, R)
@@ -334,8 +348,7 @@ class AccessSampler:
             if j0 < 0:
                 k = min(n, (R - 1 - j0) // R)                # the iterations with j < 0
                 js = [0] * k + list(js[k:])
-        hit = self._last_hits[ck] = ([head + (v,) for v in values], js)
-        return hit
+        return [head + (v,) for v in values], js
 
     def _moving_inner(self, op, site, item, env) -> tuple:
         """A tile that moves with the loop along another coordinate than the last: the key's
