@@ -345,14 +345,28 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots, reuse=Non
         sampler = _walk_replayed(schedule, plan, tail_starts)
         if reuse is not None:
             reuse.keep(key, sampler)
+    return sampler, sampler.times(*_group_times(sampler, runs)), windows
+
+
+def _group_times(sampler: AccessSampler, runs) -> tuple:
+    """Each walked segment's start and time per expanded op (l2model.group_times), from the
+    segment ends the dispatch gave its CTA."""
     t0s, dts = [], []
+    group_times(_placed(sampler, runs), t0s, dts)
+    return t0s, dts
+
+
+def _placed(sampler: AccessSampler, runs):
+    """(start_s, segment ends, ticks) of every walked CTA (KernelRows.marks_of, its common
+    case inlined)."""
+    direct = [r.marks.get if r.marks is not None else (lambda cta: None) for r in runs]
     for ki, cta, ticks in sampler.ctas:
-        start_s, seg_ends = runs[ki].marks_of(cta)
+        marks = direct[ki](cta)
+        start_s, seg_ends = marks if marks is not None else runs[ki].marks_of(cta)
         if len(seg_ends) != len(ticks):      # the fluid model ends every segment it runs
             raise AssertionError(f"kernel {ki} CTA {cta}: {len(seg_ends)} segment ends for "
                                  f"{len(ticks)} segments")
-        group_times(start_s, seg_ends, ticks, t0s, dts)
-    return sampler, sampler.times(t0s, dts), windows
+        yield start_s, seg_ends, ticks
 
 
 def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:

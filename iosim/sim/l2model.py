@@ -219,7 +219,7 @@ class AccessSampler:
         (walk_cta, then group_times; `out` lists the placed accesses)."""
         segments = segments[:len(seg_ends)]
         self.walk_cta(ki, len(self.ctas), segments, stages, cohort, cls)
-        group_times(start_s, seg_ends, self.ctas[-1][2], self._t0s, self._dts)
+        group_times(((start_s, seg_ends, self.ctas[-1][2]),), self._t0s, self._dts)
 
     @property
     def out(self) -> list:
@@ -375,14 +375,17 @@ class AccessSampler:
         return values, keys
 
 
-def group_times(start_s: float, seg_ends, ticks: tuple, t0s: list, dts: list) -> None:
-    """Append the groups of one CTA: segment s runs from the end of segment s−1 (or start_s)
-    to seg_ends[s], its ticks[s] expanded ops evenly spread."""
-    t0 = start_s
-    for t1, n in zip(seg_ends, ticks):
-        t0s.append(t0)
-        dts.append((t1 - t0) / max(n, 1))
-        t0 = t1
+def group_times(placed, t0s: list, dts: list) -> None:
+    """Append the groups of CTAs placed in time, placed: (start_s, seg_ends, ticks) per CTA:
+    segment s runs from the end of segment s−1 (or start_s) to seg_ends[s], its ticks[s]
+    expanded ops evenly spread."""
+    push_t0, push_dt = t0s.append, dts.append
+    for start_s, seg_ends, ticks in placed:
+        t0 = start_s
+        for t1, n in zip(seg_ends, ticks):
+            push_t0(t0)
+            push_dt((t1 - t0) / max(n, 1))
+            t0 = t1
 
 
 def lru_insert_load(lru: TileLru, key, nbytes: int, t: float, fetch_s: dict,
