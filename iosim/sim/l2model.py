@@ -281,14 +281,37 @@ class AccessSampler:
 
     def _innermost(self, item, sites, pos, env, g, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
-        (pipeline.issue_lead iterations early)."""
-        start, step = item.start, item.step
-        body = item.body
+        (pipeline.issue_lead iterations early). A tile that moves with the loop along its
+        last coordinate: its sampled iterations, arithmetically (_last_sampled), memoised
+        for loops of MEMO_ITERATIONS sampled iterations or more (the CTAs that read one tile
+        row, a head's K and V, walk it alike; shorter ones cost less to compute than to
+        look up)."""
+        start, step, count = item.start, item.step, item.count
+        body, R = item.body, self.ratio
+        lo = item.lowest
+        memo = count >= MEMO_ITERATIONS * R
         for site in sites:
             op = body[site.index]
-            meta = (op.bytes, site.code, self.stream(op.tensor))
+            sid = self.stream(op.tensor)
             if site.moves == MOVES_LAST:
-                self._moving_last(op, site, item, pos, env, g, body_ticks, meta)
+                coord = op.coord
+                head = (op.tensor,) + (coord[:-1] if site.literal else tuple(
+                    env[c] if isinstance(c, str) else c for c in coord[:-1]))
+                if memo:
+                    ck = (head, lo, count, start, step, site.ahead)
+                    hit = self._last_hits.get(ck)
+                    if hit is None:
+                        hit = self._last_hits[ck] = self._last_sampled(head, lo, count, start,
+                                                                       step, site.ahead)
+                elif R > 1 and (-self.salt[head] - lo) % R >= count:
+                    continue                                 # no iteration sampled
+                else:
+                    hit = self._last_sampled(head, lo, count, start, step, site.ahead)
+                keys, js = hit
+                if keys:
+                    self.keys.extend(keys)
+                    self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+                    self.runs.append((g, pos + site.index, body_ticks, js))
                 continue
             if site.moves == MOVES_INNER:
                 values, keys = self._moving_inner(op, site, item, env)
@@ -300,35 +323,10 @@ class AccessSampler:
                 continue
             ahead, idx = site.ahead, site.index
             self.keys.extend(keys)
-            self.metas.extend([meta] * len(keys))
+            self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
             self.runs.append((g, None, None, [
                 pos + (j if j > 0 else 0) * body_ticks + idx
                 for j in [(v - start) * step - ahead for v in values]]))
-
-    def _moving_last(self, op, site, item, pos, env, g, body_ticks, meta):
-        """A tile that moves with the loop along its last coordinate: its sampled iterations,
-        arithmetically (_last_sampled). Memoised for loops of MEMO_ITERATIONS sampled
-        iterations or more: the CTAs that read one tile row (a head's K and V) walk it
-        alike; shorter ones cost less to compute than to look up."""
-        coord = op.coord
-        head = (op.tensor,) + (coord[:-1] if site.literal else
-                               tuple(env[c] if isinstance(c, str) else c for c in coord[:-1]))
-        R, lo, count = self.ratio, item.lowest, item.count
-        if count >= MEMO_ITERATIONS * R:
-            ck = (head, lo, count, item.start, item.step, site.ahead)
-            hit = self._last_hits.get(ck)
-            if hit is None:
-                hit = self._last_hits[ck] = self._last_sampled(head, lo, count, item.start,
-                                                               item.step, site.ahead)
-        elif R > 1 and (-self.salt[head] - lo) % R >= count:
-            return                                           # no iteration sampled
-        else:
-            hit = self._last_sampled(head, lo, count, item.start, item.step, site.ahead)
-        keys, js = hit
-        if keys:
-            self.keys.extend(keys)
-            self.metas.extend([meta] * len(keys))
-            self.runs.append((g, pos + site.index, body_ticks, js))
 
     def _last_sampled(self, head: tuple, lo: int, count: int, start: int, step: int,
                       ahead: int) -> tuple:
