@@ -96,7 +96,6 @@ class Site:
 
 
 MOVES_LAST, MOVES_INNER, MOVES_ENV = 0, 1, 2
-MEMO_ITERATIONS = 8     # AccessSampler._last_sampled memoises loops of this many samples up
 MEMORY_LEAF = "memory"
 
 
@@ -282,14 +281,12 @@ class AccessSampler:
     def _innermost(self, item, sites, pos, env, g, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
         (pipeline.issue_lead iterations early). A tile that moves with the loop along its
-        last coordinate: its sampled iterations, arithmetically (_last_sampled), memoised
-        for loops of MEMO_ITERATIONS sampled iterations or more (the CTAs that read one tile
-        row, a head's K and V, walk it alike; shorter ones cost less to compute than to
-        look up)."""
+        last coordinate: none of its iterations sampled (known from the row's salt), or its
+        sampled iterations, arithmetically (_last_sampled), memoised: the CTAs (or outer
+        iterations) that read one tile row, a head's K and V, walk it alike."""
         start, step, count = item.start, item.step, item.count
         body, R = item.body, self.ratio
         lo = item.lowest
-        memo = count >= MEMO_ITERATIONS * R
         for site in sites:
             op = body[site.index]
             sid = self.stream(op.tensor)
@@ -297,16 +294,13 @@ class AccessSampler:
                 coord = op.coord
                 head = (op.tensor,) + (coord[:-1] if site.literal else tuple(
                     env[c] if isinstance(c, str) else c for c in coord[:-1]))
-                if memo:
-                    ck = (head, lo, count, start, step, site.ahead)
-                    hit = self._last_hits.get(ck)
-                    if hit is None:
-                        hit = self._last_hits[ck] = self._last_sampled(head, lo, count, start,
-                                                                       step, site.ahead)
-                elif R > 1 and (-self.salt[head] - lo) % R >= count:
+                if R > 1 and (-self.salt[head] - lo) % R >= count:
                     continue                                 # no iteration sampled
-                else:
-                    hit = self._last_sampled(head, lo, count, start, step, site.ahead)
+                ck = (head, lo, count, start, step, site.ahead)
+                hit = self._last_hits.get(ck)
+                if hit is None:
+                    hit = self._last_hits[ck] = self._last_sampled(head, lo, count, start,
+                                                                   step, site.ahead)
                 keys, js = hit
                 if keys:
                     self.keys.extend(keys)
