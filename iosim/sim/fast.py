@@ -376,11 +376,10 @@ def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
         n = k.num_ctas
         stages = max(1, k.pipeline.stages)
         tail = tail_starts[ki] if tail_starts[ki] is not None else n
-        program, class_of = k.program, k.class_of
+        program, class_of, limit, walk = k.program, k.class_of, plan.limits[ki], sampler.walk_cta
         for cta in plan.replayed(ki, n):
-            cohort = TAIL if cta >= tail else (BODY if cta < plan.limits[ki] else WARMUP)
-            sampler.walk_cta(ki, cta, split_segments(program(cta)), stages, cohort,
-                             class_of(cta))
+            cohort = TAIL if cta >= tail else (BODY if cta < limit else WARMUP)
+            walk(ki, cta, split_segments(program(cta)), stages, cohort, class_of(cta))
     return sampler
 
 
