@@ -495,6 +495,15 @@ def _memory_ops(items):
             yield it
 
 
+def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -> list:
+    """The L2 FIFO queueing of each kernel from a short exact simulation of its waves
+    (wave_queue.py; simulate_fast(l2_queue_from_wave=True), not the default:
+    docs/simulator.md says why; the default is the replay's queue position)."""
+    from .wave_queue import wave_queue
+    return [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
+            for k, i, c in zip(schedule.kernels, infos, characterizers)]
+
+
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
                   time_protocol: str | None = None, l2_queue_from_wave: bool = False,
@@ -544,15 +553,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    # the L2 FIFO queueing: the replay's queue position, or (l2_queue_from_wave=True, not the
-    # default: docs/simulator.md says why) from a short exact simulation of each kernel's
-    # waves (wave_queue.py)
-    if l2_queue_from_wave:
-        from .wave_queue import wave_queue
-        l2_queue = [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
-                    for k, i, c in zip(schedule.kernels, infos, characterizers)]
-    else:
-        l2_queue = timed.l2_queue
+    l2_queue = (_wave_queues(schedule, gpu, rates, infos, characterizers, capacity)
+                if l2_queue_from_wave else timed.l2_queue)
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
