@@ -5,7 +5,9 @@ A tensor-heavy kernel pulls the board to its power cap and the SM clock drops be
 measurements/h200/clocks_h200.json). Every clocked rate follows the clock: tensor cores, fp32,
 exp, shared memory. The schedule is simulated at clock_hz; its tensor FLOPs per clock give the
 sustained clock (GpuSpec.sustained_clock_hz); if that is lower, the schedule is simulated again
-there. One clock per schedule (its kernels' FLOP-weighted rate).
+there. One clock per schedule (its kernels' FLOP-weighted rate). Both simulations share the
+fast mode's clock-independent work (sim.reuse.Reuse); the results are those of two separate
+simulations.
 """
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ def sustained_simulation(schedule, gpu, **kw):
     """(SimResult, the GpuSpec at the clock it was simulated at)."""
     from .hardware import load_gpu
     from .sim import simulate
+    from .sim.reuse import Reuse
     gpu = load_gpu(gpu)
+    if kw.get("mode", "fast") == "fast":
+        kw = {**kw, "reuse": Reuse(schedule)}
     top = gpu.sm_clock_counted_max_hz
     if top is not None and top < gpu.clock_hz * 0.995:   # the SMs count cycles at most at it
         gpu = gpu.at_clock(top)

@@ -1,6 +1,6 @@
 """The files iosim reads, as typed models: scenario YAMLs, validation sweep YAMLs and measurement
 CSV rows (GPU specs are hardware.GpuSpec). A bad file is refused in one line naming
-`file:field`; unsafe YAML tags are never constructed (yaml.safe_load). Also the flat records
+`file:field`; unsafe YAML tags are never constructed (textfiles.read_yaml). Also the flat records
 iosim writes (CSV rows, the API's DataFrame rows).
 """
 from __future__ import annotations
@@ -10,43 +10,18 @@ import io
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
                       ValidationError, field_validator, model_validator)
 
 from .errors import IosimError
 from .problem import DIRECTIONS, DTYPE_BYTES
+from .textfiles import read_text, read_yaml  # noqa: F401  (re-exported: formats' readers)
 
 Dtype = Literal[tuple(DTYPE_BYTES)]            # type: ignore[valid-type]
 Direction = Literal[tuple(DIRECTIONS)]         # type: ignore[valid-type]
 
 
-# ---- reading ----------------------------------------------------------------------------
-def read_text(path: Path, what: str) -> str:
-    """The file's text, or one line saying why it cannot be read (missing, a directory, binary)."""
-    path = Path(path)
-    if path.is_dir():
-        raise IosimError(f"{what} {path} is a directory, not a file")
-    if not path.is_file():
-        raise IosimError(f"{what} not found: {path}")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise IosimError(f"{what} {path} is not UTF-8 text (a binary file?)") from None
-    except OSError as exc:
-        raise IosimError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-
-
-def read_yaml(path: Path, what: str):
-    """Parsed YAML (safe loader: tags such as !!python/object are refused, never run)."""
-    text = read_text(path, what)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise IosimError(f"malformed YAML in {what} {path}{where}: {problem}") from None
+# ---- reading: textfiles.read_text / read_yaml (re-exported) -----------------------------
 
 
 def field_error(path, exc: ValidationError) -> IosimError:

@@ -330,7 +330,7 @@ def load_gpu(name_or_path: "str | GpuSpec") -> GpuSpec:
     """Load a GpuSpec by short name (a100, h100, h200), config stem, or YAML path."""
     if isinstance(name_or_path, GpuSpec):
         return name_or_path
-    from .formats import read_yaml
+    from .textfiles import read_yaml
     path = _resolve(str(name_or_path))
     data = read_yaml(path, "GPU config")
     if not isinstance(data, dict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,8 +170,10 @@ def pick(kw: dict, scen: dict, key: str, default=None):
 def resolve(kw: dict, **fixed) -> Resolved:
     """The problem (options over scenario over defaults; `fixed` over all), the GPU name and
     the tiling overrides."""
-    from .scenarios import load_scenario
-    scen = load_scenario(kw["scenario"]) if kw.get("scenario") else {}
+    scen = {}
+    if kw.get("scenario"):
+        from .scenarios import load_scenario
+        scen = load_scenario(kw["scenario"])
     fields = {k: pick(kw, scen, k, PROBLEM_DEFAULTS[k]) for k in PROBLEM_KEYS}
     fields.update(fixed)
     problem = AttentionProblem(**fields)
@@ -295,6 +296,7 @@ def check_output(output: str | None, force: bool, flag: str = "--output") -> Non
         raise IosimError(f"{flag} {output}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise IosimError(f"{flag} {output}: the folder {parent} is not writable")
+    import tempfile
     try:   # what the permission bits do not say (a read-only file system): try, leave nothing
         with tempfile.TemporaryFile(dir=parent):
             pass

@@ -100,3 +100,25 @@ def test_measurement_time_must_be_finite(tmp_path):
     p = _file(tmp_path, "m.csv", "id,time_s\na,inf\n")
     with pytest.raises(IosimError, match=r"^m.csv:line 2:time_s: Input should be a finite number"):
         load_measurements(p)
+
+
+def test_every_bundled_yaml_parses_alike_with_libyaml_and_pure_python():
+    import yaml
+
+    from iosim.textfiles import _FAST_SAFE_LOADER, read_yaml
+    from iosim.paths import DATA_DIR
+    paths = sorted(DATA_DIR.rglob("*.yaml"))
+    assert len(paths) >= 5
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        pure = yaml.load(text, Loader=yaml.SafeLoader)
+        assert yaml.load(text, Loader=_FAST_SAFE_LOADER) == pure, path
+        assert read_yaml(path, "data file") == pure, path
+
+
+def test_a_user_yaml_with_a_tab_inside_a_plain_key_is_refused_as_pure_python_refuses_it(tmp_path):
+    from iosim.textfiles import read_yaml
+    bad = tmp_path / "gpu.yaml"
+    bad.write_text("name: x\nsm\tcount: 3\n")     # libyaml alone would accept it
+    with pytest.raises(IosimError, match="malformed YAML .* line 2"):
+        read_yaml(bad, "GPU config")

@@ -27,11 +27,14 @@ PROBLEMS = [
 
 class ReferenceSampler(AccessSampler):
     """The walk before per-class shapes, verbatim: every CTA's loops measured (memoised by
-    identity) and its innermost loops planned anew."""
+    identity) and its innermost loops planned anew, placed accesses appended to its own list."""
+
+    out = None          # AccessSampler.out is computed from the walk; the reference keeps one
 
     def __init__(self, ratio: int):
         super().__init__(ratio)
         self._plans: dict = {}
+        self.out = []
 
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
             cohort: int = 0, cls=None) -> None:

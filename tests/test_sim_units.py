@@ -36,6 +36,18 @@ def test_block_scheduler_fills_breadth_first_then_reuses_freed_slots():
     assert p.pick() == 1
 
 
+def test_slot_picker_counts_its_free_slots_and_finds_none_exactly_when_none_is_free():
+    p = SlotPicker(sm_count=3, ctas_per_sm=2)
+    assert p.free == 6
+    for n in range(5, -1, -1):
+        assert p.pick() is not None and p.free == n
+    assert p.pick() is None and p.free == 0
+    p.release(2)
+    p.release(0)
+    assert p.free == 2
+    assert p.pick() == 0 and p.pick() == 2 and p.free == 0 and p.pick() is None
+
+
 def test_l2_replay_counts_in_flight_groups_and_their_queue_position():
     """Four CTAs read one tile: the first misses, two arrive while it is in flight, the last
     after it landed. Closed forms: wait in units of one fetch (transfer + latency) and the

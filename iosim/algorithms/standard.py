@@ -105,7 +105,9 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
                 b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed),
                 Mma(name, bm, bn, BK))
 
-    prog = [*loop("k", 0, full, step(BK)), *loop("k", full, full + (tail > 0), step(tail))]
+    # the ragged last K step only when there is one (its body is not built otherwise)
+    prog = [*loop("k", 0, full, step(BK)),
+            *(loop("k", full, full + 1, step(tail)) if tail else ())]
     prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb)]
     return tuple(prog)
 
@@ -164,7 +166,7 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
 
     def chunks(body_of) -> tuple:
         return (*loop("c", 0, full, body_of(SOFTMAX_CHUNK)),
-                *loop("c", full, full + (tail > 0), body_of(tail)))
+                *(loop("c", full, full + 1, body_of(tail)) if tail else ()))
 
     def pass1(w):   # online row max and sum of exp
         return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb),

@@ -14,6 +14,7 @@ class SlotPicker:
         self.occupancy = ctas_per_sm
         self.resident = [0] * sm_count
         self.buckets = [list(range(sm_count))] + [[] for _ in range(ctas_per_sm)]
+        self.free = sm_count * ctas_per_sm     # free slots: pick() is None exactly when 0
 
     def pick(self):
         """An SM with a free slot (and count the CTA on it), or None when all are full."""
@@ -24,10 +25,12 @@ class SlotPicker:
                 if self.resident[sm] == k:          # else a stale entry
                     self.resident[sm] = k + 1
                     heapq.heappush(self.buckets[k + 1], sm)
+                    self.free -= 1
                     return sm
         return None
 
     def release(self, sm: int) -> None:
+        self.free += 1
         self.resident[sm] -= 1
         heapq.heappush(self.buckets[self.resident[sm]], sm)
 

@@ -19,12 +19,13 @@ from .characterize import Characterizer, shape_key, split_segments
 from ..machine import (SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
                        fragment_store_l2_cost)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
-from .first_wave import first_wave_prologues, tail_wave_start
+from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
-from .l2model import BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, replay
+from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
+                      replay_trace)
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
-from .wave_queue import wave_queue
+from .reuse import Reuse
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
 
@@ -145,6 +146,16 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     return costs
 
 
+def _first_wave_loads(kernel, ki: int, group: int, reuse) -> dict:
+    """first_wave.first_wave_loads, from `reuse` when it has them (keyed by kernel and group)."""
+    if reuse is None:
+        return first_wave_loads(kernel, group)
+    hit = reuse.first_loads.get((ki, group))
+    if hit is None:
+        hit = reuse.first_loads[ki, group] = first_wave_loads(kernel, group)
+    return hit
+
+
 def _with_tail_classes(class_of, n_classes: int, tail_start: int):
     """Classes of the last partial wave's CTAs as classes of their own (after the others)."""
     def of(cta: int) -> int:
@@ -167,10 +178,10 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
-                  tail_miss=None, l2_queue=None, store_fill=None):
+                  tail_miss=None, l2_queue=None, store_fill=None, reuse=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
-    the CTAs launched after them)."""
+    the CTAs launched after them). reuse: a Reuse holding the first waves' loads."""
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans, runs = [], []
@@ -198,7 +209,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
             kernel.class_of, n_cls, tail_start)
         prologues = (first_wave_prologues(kernel, group, miss[ki],
-                                          set() if cold_start else touched)
+                                          set() if cold_start else touched,
+                                          _first_wave_loads(kernel, ki, group, reuse))
                      if first_loads_queue else None)
         if not cold_start:
             for p in info.programs:
@@ -304,9 +316,10 @@ def _suffix_start(num_ctas: int, slots: int):
     return None if tail is None else max(0, tail - TAIL_WARMUP_WAVES * slots)
 
 
-def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
-    """The sampled accesses of the replayed CTAs, and per kernel the window of time in which
-    each cohort's loads are counted: (BODY: until the prefix's first CTA that is not replayed
+def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots, reuse=None) -> tuple:
+    """The sampled accesses of the replayed CTAs (an AccessSampler: the walk, from `reuse`
+    when it has it) and their times, and per kernel the window of time in which each
+    cohort's loads are counted: (BODY: until the prefix's first CTA that is not replayed
     starts; TAIL: from when every CTA before the tail part's warm-up has ended).
 
     Until the first unreplayed CTA starts, the LRU has seen every access the full trace
@@ -316,7 +329,6 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
     replayed (FA-2, N = 65,536, H100: the 9 CTAs of a 2,121-CTA prefix past its 8 whole
     waves, each alone on its head's K/V, raised the kernel's miss ratio by 6%). Symmetrically,
     the tail part's loads count once no CTA before its warm-up runs any more."""
-    sampler = AccessSampler(plan.ratio)
     inf = float("inf")
     windows = []
     for ki, k in enumerate(schedule.kernels):
@@ -327,15 +339,48 @@ def _l2_sample(schedule, plan: SamplingPlan, runs, tail_starts, slots) -> tuple:
         tail_from = (max(marks_of(c)[1][-1] for c in range(max(0, a - slots[ki]), a))
                      if a else -inf)
         windows.append({BODY: (-inf, body_end), TAIL: (tail_from, inf), WARMUP: (inf, inf)})
+    key = (plan.ratio, tuple(plan.limits), tuple(plan.suffix), tuple(tail_starts))
+    sampler = reuse.walks.get(key) if reuse is not None else None
+    if sampler is None:
+        sampler = _walk_replayed(schedule, plan, tail_starts)
+        if reuse is not None:
+            reuse.keep(key, sampler)
+    return sampler, sampler.times(*_group_times(sampler, runs)), windows
+
+
+def _group_times(sampler: AccessSampler, runs) -> tuple:
+    """Each walked segment's start and time per expanded op (l2model.group_times), from the
+    segment ends the dispatch gave its CTA."""
+    t0s, dts = [], []
+    group_times(_placed(sampler, runs), t0s, dts)
+    return t0s, dts
+
+
+def _placed(sampler: AccessSampler, runs):
+    """(start_s, segment ends, ticks) of every walked CTA (KernelRows.marks_of, its common
+    case inlined)."""
+    direct = [r.marks.get if r.marks is not None else (lambda cta: None) for r in runs]
+    for ki, cta, ticks in sampler.ctas:
+        marks = direct[ki](cta)
+        start_s, seg_ends = marks if marks is not None else runs[ki].marks_of(cta)
+        if len(seg_ends) != len(ticks):      # the fluid model ends every segment it runs
+            raise AssertionError(f"kernel {ki} CTA {cta}: {len(seg_ends)} segment ends for "
+                                 f"{len(ticks)} segments")
+        yield start_s, seg_ends, ticks
+
+
+def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
+    """Walk every replayed CTA's program: its sampled accesses, not yet placed in time."""
+    sampler = AccessSampler(plan.ratio)
+    for ki, k in enumerate(schedule.kernels):
+        n = k.num_ctas
         stages = max(1, k.pipeline.stages)
         tail = tail_starts[ki] if tail_starts[ki] is not None else n
-        program, class_of = k.program, k.class_of
+        program, class_of, limit, walk = k.program, k.class_of, plan.limits[ki], sampler.walk_cta
         for cta in plan.replayed(ki, n):
-            start_s, seg_ends = marks_of(cta)
-            cohort = TAIL if cta >= tail else (BODY if cta < plan.limits[ki] else WARMUP)
-            sampler.cta(ki, split_segments(program(cta)), start_s, seg_ends, stages,
-                        cohort, class_of(cta))
-    return sampler, windows
+            cohort = TAIL if cta >= tail else (BODY if cta < limit else WARMUP)
+            walk(ki, cta, split_segments(program(cta)), stages, cohort, class_of(cta))
+    return sampler
 
 
 @dataclass
@@ -450,11 +495,25 @@ def _memory_ops(items):
             yield it
 
 
+def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -> list:
+    """The L2 FIFO queueing of each kernel from a short exact simulation of its waves
+    (wave_queue.py; simulate_fast(l2_queue_from_wave=True), not the default:
+    docs/simulator.md says why; the default is the replay's queue position)."""
+    from .wave_queue import wave_queue
+    return [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
+            for k, i, c in zip(schedule.kernels, infos, characterizers)]
+
+
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
-                  time_protocol: str | None = None, l2_queue_from_wave: bool = False):
+                  time_protocol: str | None = None, l2_queue_from_wave: bool = False,
+                  reuse: Reuse | None = None):
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
-    timed dispatch sees. Both replays share one placement of the accesses (pass 1)."""
+    timed dispatch sees. Both replays share one placement of the accesses (pass 1).
+    reuse: a Reuse of this schedule, to share the clock-independent work with other
+    simulations of it (the results are the same with or without)."""
+    if reuse is not None:
+        reuse.check(schedule)
     time_protocol = time_protocol or l2_protocol
     rates = SmRates.of(gpu, schedule.problem.dtype)      # the servers run at the wgmma rate
     infos = [KernelInfo.of(k, gpu, schedule.problem.dtype) for k in schedule.kernels]
@@ -476,34 +535,31 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     tail_starts = [tail_wave_start(k.num_ctas, i.occ * gpu.sm_count)
                    for k, i in zip(schedule.kernels, infos)]
     slots = [i.occ * gpu.sm_count for i in infos]
-    sampler, windows = _l2_sample(schedule, plan, runs, tail_starts, slots)
+    sampler, times, windows = _l2_sample(schedule, plan, runs, tail_starts, slots, reuse)
     tail_bytes = [_tail_load_bytes(k, i, t) for k, i, t in zip(schedule.kernels, infos,
                                                                tail_starts)]
     del runs
-    sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(sampler.out),
+    sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(times),
                 "l2_simulated_ctas": [sum(1 for _ in plan.replayed(ki, k.num_ctas))
                                       for ki, k in enumerate(schedule.kernels)]}
-    figures = {protocol: _scale(infos, replay(sampler.out, sampler.streams,
-                                              capacity / plan.ratio, n_k, gpu.dram_latency_s,
-                                              protocol, dram_read_rate(gpu),
-                                              windows), tail_bytes, plan.ratio)
+    figures = {protocol: _scale(infos, replay_trace(times, sampler.keys, sampler.metas,
+                                                    sampler.streams, capacity / plan.ratio, n_k,
+                                                    gpu.dram_latency_s, protocol,
+                                                    dram_read_rate(gpu), windows),
+                                tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
-    del sampler
+    del sampler, times
     counted, timed = figures[l2_protocol], figures[time_protocol]
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    # the L2 FIFO queueing: the replay's queue position, or (l2_queue_from_wave=True, not the
-    # default: docs/simulator.md says why) from a short exact simulation of each kernel's
-    # waves (wave_queue.py)
-    l2_queue = ([wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
-                 for k, i, c in zip(schedule.kernels, infos, characterizers)]
+    l2_queue = (_wave_queues(schedule, gpu, rates, infos, characterizers, capacity)
                 if l2_queue_from_wave else timed.l2_queue)
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
-                                       store_fill=timed.store_fill)
+                                       store_fill=timed.store_fill, reuse=reuse)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,

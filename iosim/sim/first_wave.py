@@ -44,7 +44,8 @@ def _first_loads(items, env: dict) -> tuple:
     return out, False
 
 
-def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> dict:
+def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set,
+                         loads: dict | None = None) -> dict:
     """The first loads of each CTA of a kernel's first wave, which queue together on the
     L2 and DRAM servers (fluid.run_kernel): cta → (after_burst, tiles). When the program
     starts with plain ops (the burst, reserved already), the tiles are the loads the loop
@@ -53,16 +54,24 @@ def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> d
     ring); when it starts with a loop, the loads of its first iteration before its first
     compute op, issued at dispatch. tiles: PrologueTile records. A tile no earlier
     kernel touched is fetched by its first reader; one an earlier kernel touched may still be
-    in L2 (the replay's miss ratio)."""
-    out = {}
-    ahead = issue_lead(kernel.pipeline.stages) + 1    # iterations issued before 0 computes
-
+    in L2 (the replay's miss ratio). loads: first_wave_loads(kernel, group), when known."""
     def tile(key, nbytes, waited):
         tensor = key[0]
         return PrologueTile(key, nbytes,
                             miss.get(tensor, (1.0, 1.0))[0] if tensor in warm_tensors else 1.0,
                             min(1.0, miss.get(tensor, (0.0, 0.0))[1]), waited)
 
+    if loads is None:
+        loads = first_wave_loads(kernel, group)
+    return {cta: (after_burst, tuple(tile(*t) for t in tiles))
+            for cta, (after_burst, tiles) in loads.items()}
+
+
+def first_wave_loads(kernel, group: int) -> dict:
+    """What first_wave_prologues reads of the programs of a kernel's first `group` CTAs:
+    cta → (after_burst, ((tile key, bytes, waited), ...)), CTAs with no such tiles left out."""
+    out = {}
+    ahead = issue_lead(kernel.pipeline.stages) + 1    # iterations issued before 0 computes
     for cta in range(group):
         segs = split_segments(kernel.program(cta))
         after_burst = segs[0][0].kind != "loop"
@@ -70,11 +79,11 @@ def first_wave_prologues(kernel, group: int, miss: dict, warm_tensors: set) -> d
             continue
         loop = segs[1][0] if after_burst else segs[0][0]
         if any(i.kind == "loop" for i in loop.body):          # a nest: first iteration's loads
-            tiles = tuple(tile(key, nbytes, True) for key, nbytes in _first_loads((loop,), {})[0])
+            tiles = tuple((key, nbytes, True) for key, nbytes in _first_loads((loop,), {})[0])
         else:
-            loads = [i for i in loop.body if i.kind == "load"]
-            tiles = tuple(tile(tile_key(ld, {loop.var: loop.value(j)}), ld.bytes, j == 0)
-                          for j in range(min(ahead, loop.count)) for ld in loads)
+            body_loads = [i for i in loop.body if i.kind == "load"]
+            tiles = tuple((tile_key(ld, {loop.var: loop.value(j)}), ld.bytes, j == 0)
+                          for j in range(min(ahead, loop.count)) for ld in body_loads)
         if tiles:
             out[cta] = (after_burst, tiles)
     return out

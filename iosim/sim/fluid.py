@@ -173,9 +173,11 @@ class FluidKernel:
     def seg_bytes(self, st: _Cta) -> tuple:
         """(L2, DRAM) bytes of the current segment that enter the fluid demand (a burst CTA's
         first segment went through the burst servers)."""
-        if st.seg == 0 and st.burst:
+        seg = st.seg
+        if seg == 0 and st.burst:
             return 0.0, 0.0
-        return st.costs.l2_bytes[st.seg], self.dram_of(st.costs, st.seg)
+        c = st.costs        # dram_of, inlined
+        return c.l2_bytes[seg], (c.dram_bytes_fill[seg] if self.filling else c.dram_bytes[seg])
 
     def dram_of(self, costs: ClassCosts, seg: int) -> float:
         return costs.dram_bytes_fill[seg] if self.filling else costs.dram_bytes[seg]
@@ -195,15 +197,18 @@ class FluidKernel:
 
     def advance(self, st: _Cta) -> None:
         """Bring progress of the current segment up to v_now (at the old rate)."""
-        dp = (self.v_now - st.v_updated) / st.duration
+        v_now = self.v_now
+        dp = (v_now - st.v_updated) / st.duration
         if dp > 0.0:
             st.p += dp
             prof = st.costs.profiles[st.k - 1][st.seg]
             st.intrinsic_s += dp * st.duration
             acc = st.stall
-            for i in range(4):
-                acc[i] += dp * prof[1 + i]
-        st.v_updated = self.v_now
+            acc[0] += dp * prof[1]
+            acc[1] += dp * prof[2]
+            acc[2] += dp * prof[3]
+            acc[3] += dp * prof[4]
+        st.v_updated = v_now
 
     def set_rate(self, cta: int, st: _Cta) -> None:
         """Switch the CTA's current segment to the SM's residency; reschedule its finish."""
@@ -237,6 +242,8 @@ class FluidKernel:
 
     # ---- dispatch ---------------------------------------------------------------------
     def dispatch(self) -> set:
+        if self.next_cta >= self.n or not self.picker.free:      # nothing to dispatch
+            return set()
         touched = set()
         group, ctas = [], []
         while self.next_cta < self.n:

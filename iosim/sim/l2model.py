@@ -144,7 +144,13 @@ def compile_shape(items, stages: int, memo: dict) -> tuple:
 
 
 class AccessSampler:
-    """Places the sampled tile accesses of CTAs in time (see the module docstring)."""
+    """Places the sampled tile accesses of CTAs in time (see the module docstring).
+
+    The walk (walk_cta) records each access's tile, bytes, op code and stream, and how its time
+    follows from its segment's start t0 and time per expanded op dt (a run: (group, a, b,
+    seq); b None: t0 + dt·c for c in seq; else (t0 + dt·a) + (dt·b)·j for j in seq). None of
+    that depends on when the segments run, so one walk serves every placement in time
+    (times(), fast._l2_sample: the simulations of one schedule at several SM clocks)."""
 
     def __init__(self, ratio: int):
         self.ratio = ratio
@@ -152,7 +158,14 @@ class AccessSampler:
         self.ticks_memo: dict = {}
         self._shapes: dict = {}      # (kernel, class, stages) → per segment (ticks, shape)
         self._inner_hits: dict = {}  # sampled iterations of a tile moving along an inner coord
-        self.out: list = []          # accesses (time_s, key, bytes, op, stream)
+        self._last_hits: dict = {}   # ... along its last coordinate
+        self.keys: list = []         # the sampled accesses' tile keys, in sampling order
+        self.metas: list = []        # their (bytes, op code, stream)
+        self.runs: list = []         # their times as functions of their group's (t0, dt)
+        self.ctas: list = []         # (kernel, cta, ticks of each segment) of the walked CTAs
+        self.n_groups = 0            # segments walked (a group: one CTA's segment)
+        self._t0s: list = []         # the start and time per tick of each group placed by cta()
+        self._dts: list = []
         self.streams: list = []      # of Stream
         self._stream_ids: dict = {}
         self.kernel = self.cohort = 0
@@ -170,114 +183,201 @@ class AccessSampler:
             self.streams.append(Stream(*k))
         return sid
 
-    def _segment_shapes(self, segments: list, stages: int, cls) -> list:
+    def _segment_shapes(self, segments: list, stages: int, cls) -> tuple:
+        """(per segment its shape, the segments' expanded ops), once per class."""
         key = (self.kernel, cls, stages)
-        shapes = self._shapes.get(key) if cls is not None else None
-        if shapes is None:
+        hit = self._shapes.get(key) if cls is not None else None
+        if hit is None:
             self.ticks_memo.clear()
-            shapes = [(_ticks(seg, self.ticks_memo), compile_shape(seg, stages, self.ticks_memo))
-                      for seg in segments]
+            shapes = [compile_shape(seg, stages, self.ticks_memo) for seg in segments]
+            hit = (shapes, tuple(_ticks(seg, self.ticks_memo) for seg in segments))
             self.ticks_memo.clear()
             if cls is not None:
-                self._shapes[key] = shapes
-        return shapes
+                self._shapes[key] = hit
+        return hit
+
+    def walk_cta(self, ki: int, cta: int, segments: list, stages: int, cohort: int = 0,
+                 cls: int | None = None) -> None:
+        """Record one CTA's sampled accesses, one group per segment (placed in time later,
+        by times()). `cls`: the CTA's class in kernel ki (schedule.Kernel.class_of); CTAs of
+        one class share the program's shape, computed once (None: computed for this CTA)."""
+        self.kernel, self.cohort = ki, cohort
+        shapes, ticks = self._segment_shapes(segments, stages, cls)
+        g, walk = self.n_groups, self._walk
+        for seg, shape in zip(segments, shapes):
+            walk(seg, shape, 0, {}, g)
+            g += 1
+        self.n_groups = g
+        self.ctas.append((ki, cta, ticks if len(ticks) <= len(segments)
+                          else ticks[:len(segments)]))
 
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
             cohort: int = 0, cls: int | None = None) -> None:
         """Place one CTA's accesses: segment s runs from the end of segment s−1 (or start_s)
-        to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops. `cls`:
-        the CTA's class in kernel ki (schedule.Kernel.class_of); CTAs of one class share the
-        program's shape, computed once (None: computed for this CTA alone)."""
-        self.kernel, self.cohort = ki, cohort
-        t0 = start_s
-        for seg, t1, (ticks, shape) in zip(segments, seg_ends,
-                                          self._segment_shapes(segments, stages, cls)):
-            self._walk(seg, shape, 0, {}, t0, (t1 - t0) / max(ticks, 1))
-            t0 = t1
+        to seg_ends[s]; inside a segment, ops are spread evenly over its expanded ops
+        (walk_cta, then group_times; `out` lists the placed accesses)."""
+        segments = segments[:len(seg_ends)]
+        self.walk_cta(ki, len(self.ctas), segments, stages, cohort, cls)
+        group_times(((start_s, seg_ends, self.ctas[-1][2]),), self._t0s, self._dts)
 
-    def _walk(self, items, shape, pos, env, t0, dt):
+    @property
+    def out(self) -> list:
+        """The accesses placed by cta(): (time_s, key, bytes, op, stream), sampling order."""
+        return [(t, key, *meta) for t, key, meta in
+                zip(self.times(self._t0s, self._dts), self.keys, self.metas)]
+
+    def times(self, t0s: list, dts: list) -> list:
+        """Every recorded access's time, in sampling order, its group g running from t0s[g]
+        at dts[g] seconds per expanded op."""
+        out: list = []
+        ext = out.extend
+        for g, a, b, seq in self.runs:
+            t0, dt = t0s[g], dts[g]
+            if b is None:
+                ext([t0 + dt * c for c in seq])
+            else:
+                base, tick = t0 + dt * a, dt * b
+                ext([base + tick * j for j in seq])
+        return out
+
+    def _walk(self, items, shape, pos, env, g):
         for item, node in zip(items, shape, strict=True):
             if node is None:
                 pos += 1
             elif node is MEMORY_LEAF:
-                key = (item.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                             for c in item.coord)
-                if self.sampled(key):
-                    self.out.append((t0 + dt * pos, key, item.bytes, _op_code(item),
-                                     self.stream(item.tensor)))
+                coord = item.coord    # outside every loop (env empty) it is all numbers
+                key = (item.tensor,) + (tuple(env[c] if isinstance(c, str) else c
+                                              for c in coord) if env else coord)
+                R = self.ratio
+                if R == 1 or (key[-1] + self.salt[key[:-1]]) % R == 0:
+                    self.keys.append(key)
+                    self.metas.append((item.bytes, _op_code(item), self.stream(item.tensor)))
+                    self.runs.append((g, None, None, (pos,)))
                 pos += 1
             else:
                 body_ticks = node.body_ticks
                 if node.children is not None:
                     for it, v in enumerate(item.values()):
                         env[item.var] = v
-                        self._walk(item.body, node.children,
-                                   pos + it * body_ticks, env, t0, dt)
+                        self._walk(item.body, node.children, pos + it * body_ticks, env, g)
                     env.pop(item.var, None)
                 else:
-                    self._innermost(item, node.sites, pos, env, t0, dt, body_ticks)
+                    self._innermost(item, node.sites, pos, env, g, body_ticks)
                 pos += item.count * body_ticks
 
-    def _inner_sampled(self, pre: tuple, mid: tuple, last, start: int, count: int) -> list:
+    def _inner_sampled(self, pre: tuple, mid: tuple, last, start: int, count: int) -> tuple:
         """The values v of [start, start + count) whose tile pre + (v,) + mid + (last,)
-        is sampled, in increasing order (memoised: CTAs that share the tile walk it alike)."""
+        is sampled, in increasing order, and those tiles (memoised: CTAs that share the
+        tile walk it alike)."""
         key = (pre, mid, last, start, count)
         hit = self._inner_hits.get(key)
         if hit is None:
             R, salt = self.ratio, self.salt
-            hit = self._inner_hits[key] = [
-                v for v in range(start, start + count)
-                if R == 1 or (last + salt[pre + (v,) + mid]) % R == 0]
+            values = [v for v in range(start, start + count)
+                      if R == 1 or (last + salt[pre + (v,) + mid]) % R == 0]
+            hit = self._inner_hits[key] = (values, [pre + (v,) + mid + (last,) for v in values])
         return hit
 
-    def _innermost(self, item, sites, pos, env, t0, dt, body_ticks):
+    def _innermost(self, item, sites, pos, env, g, body_ticks):
         """An innermost loop's memory ops; loads issued as the pipeline issues them
-        (pipeline.issue_lead iterations early)."""
-        var, start, count, step = item.var, item.start, item.count, item.step
-        lo = item.lowest               # the loop variable's values are [lo, lo + count)
-        R = self.ratio
-        out = self.out
-        body = item.body
+        (pipeline.issue_lead iterations early). A tile that moves with the loop along its
+        last coordinate: none of its iterations sampled (known from the row's salt), or its
+        sampled iterations, arithmetically (_last_sampled), memoised: the CTAs (or outer
+        iterations) that read one tile row, a head's K and V, walk it alike."""
+        start, step, count = item.start, item.step, item.count
+        body, R = item.body, self.ratio
+        lo = item.lowest
         for site in sites:
             op = body[site.index]
-            coord, idx, code, ahead = op.coord, site.index, site.code, site.ahead
-            nbytes, sid = op.bytes, self.stream(op.tensor)
+            sid = self.stream(op.tensor)
             if site.moves == MOVES_LAST:
-                # the tile moves with the loop: its sampled iterations, arithmetically
-                head = (op.tensor,) + (coord[:-1] if site.literal else
-                                       tuple(env[c] if isinstance(c, str) else c
-                                             for c in coord[:-1]))
-                first = lo + ((-self.salt[head] - lo) % R if R > 1 else 0)
-                base = t0 + dt * (pos + idx)
-                tick = dt * body_ticks
-                values = range(first, lo + count, R)
-                for v in (values if step > 0 else reversed(values)):   # iteration order
-                    j = (v - start) * step - ahead
-                    out.append((base + tick * (j if j > 0 else 0), head + (v,), nbytes, code, sid))
-            elif site.moves == MOVES_INNER:
-                # the tile moves with the loop along another coordinate than the last: the
-                # key's prefix changes with v, its last coordinate does not
-                at = site.at
-                bound, after = coord[:at], coord[at + 1:]
-                if not site.literal:
-                    bound = tuple(env[c] if isinstance(c, str) else c for c in bound)
-                    after = tuple(env[c] if isinstance(c, str) else c for c in after)
-                pre, mid, last = (op.tensor,) + bound, after[:-1], after[-1]
-                hits = self._inner_sampled(pre, mid, last, lo, count)
-                for v in (hits if step > 0 else reversed(hits)):       # iteration order
-                    j = (v - start) * step - ahead
-                    out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
-                                pre + (v,) + mid + (last,), nbytes, code, sid))
+                coord = op.coord
+                head = (op.tensor,) + (coord[:-1] if site.literal else tuple(
+                    env[c] if isinstance(c, str) else c for c in coord[:-1]))
+                if R > 1 and (-self.salt[head] - lo) % R >= count:
+                    continue                                 # no iteration sampled
+                ck = (head, lo, count, start, step, site.ahead)
+                hit = self._last_hits.get(ck)
+                if hit is None:
+                    hit = self._last_hits[ck] = self._last_sampled(head, lo, count, start,
+                                                                   step, site.ahead)
+                keys, js = hit
+                if keys:
+                    self.keys.extend(keys)
+                    self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+                    self.runs.append((g, pos + site.index, body_ticks, js))
+                continue
+            if site.moves == MOVES_INNER:
+                values, keys = self._moving_inner(op, site, item, env)
+                if step < 0:                                # iteration order
+                    values, keys = values[::-1], keys[::-1]
             else:
-                for it, v in enumerate(item.values()):
-                    env[var] = v
-                    key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c
-                                               for c in coord)
-                    if self.sampled(key):
-                        j = it - ahead
-                        out.append((t0 + dt * (pos + (j if j > 0 else 0) * body_ticks + idx),
-                                    key, nbytes, code, sid))
-                env.pop(var, None)
+                values, keys = self._env_keys(op, item, env)
+            if not keys:
+                continue
+            ahead, idx = site.ahead, site.index
+            self.keys.extend(keys)
+            self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+            self.runs.append((g, None, None, [
+                pos + (j if j > 0 else 0) * body_ticks + idx
+                for j in [(v - start) * step - ahead for v in values]]))
+
+    def _last_sampled(self, head: tuple, lo: int, count: int, start: int, step: int,
+                      ahead: int) -> tuple:
+        """The sampled tiles head + (v,), v in [lo, lo + count), in iteration order, and their
+        issue indices j = (v − start)·step − ahead, which grow by R from one to the next
+        (clamped at 0: loads issued before the loop starts)."""
+        R = self.ratio
+        first = lo + ((-self.salt[head] - lo) % R if R > 1 else 0)
+        values = range(first, lo + count, R)
+        n = len(values)
+        if step < 0:
+            values = values[::-1]
+        js = ()
+        if n:
+            j0 = (values[0] - start) * step - ahead
+            js = range(j0, j0 + n * R, R)
+            if j0 < 0:
+                k = min(n, (R - 1 - j0) // R)                # the iterations with j < 0
+                js = [0] * k + list(js[k:])
+        return [head + (v,) for v in values], js
+
+    def _moving_inner(self, op, site, item, env) -> tuple:
+        """A tile that moves with the loop along another coordinate than the last: the key's
+        prefix changes with v, its last coordinate does not."""
+        coord, at = op.coord, site.at
+        bound, after = coord[:at], coord[at + 1:]
+        if not site.literal:
+            bound = tuple(env[c] if isinstance(c, str) else c for c in bound)
+            after = tuple(env[c] if isinstance(c, str) else c for c in after)
+        return self._inner_sampled((op.tensor,) + bound, after[:-1], after[-1], item.lowest,
+                                   item.count)
+
+    def _env_keys(self, op, item, env) -> tuple:
+        """Keys bound from the environment: every iteration's key, the sampled ones kept."""
+        values, keys = [], []
+        var = item.var
+        for v in item.values():
+            env[var] = v
+            key = (op.tensor,) + tuple(env[c] if isinstance(c, str) else c for c in op.coord)
+            if self.sampled(key):
+                values.append(v)
+                keys.append(key)
+        env.pop(var, None)
+        return values, keys
+
+
+def group_times(placed, t0s: list, dts: list) -> None:
+    """Append the groups of CTAs placed in time, placed: (start_s, seg_ends, ticks) per CTA:
+    segment s runs from the end of segment s−1 (or start_s) to seg_ends[s], its ticks[s]
+    expanded ops evenly spread."""
+    push_t0, push_dt = t0s.append, dts.append
+    for start_s, seg_ends, ticks in placed:
+        t0 = start_s
+        for t1, n in zip(seg_ends, ticks):
+            push_t0(t0)
+            push_dt((t1 - t0) / max(n, 1))
+            t0 = t1
 
 
 def lru_insert_load(lru: TileLru, key, nbytes: int, t: float, fetch_s: dict,
@@ -343,37 +443,76 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
            dram_latency_s: float, protocol: str = "warm",
            dram_bandwidth_bytes_per_s: float = float("inf"),
            windows: list | None = None) -> ReplayResult:
-    """Run sampled accesses through the tile LRU (memory.TileLru) in time order. Under "ncu"
+    """replay_trace of (time_s, key, bytes, op, stream) tuples."""
+    return replay_trace([a[0] for a in accesses], [a[1] for a in accesses],
+                        [a[2:] for a in accesses], streams, capacity_bytes, n_kernels,
+                        dram_latency_s, protocol, dram_bandwidth_bytes_per_s, windows)
+
+
+def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_bytes: float,
+                 n_kernels: int, dram_latency_s: float, protocol: str = "warm",
+                 dram_bandwidth_bytes_per_s: float = float("inf"),
+                 windows: list | None = None) -> ReplayResult:
+    """Run sampled accesses (times[i], keys[i], metas[i] = (bytes, op, stream)) through the
+    tile LRU (memory.TileLru) in time order, ties in their order in the lists. Under "ncu"
     every kernel starts with an invalidated L2 and what stays dirty is counted by nobody.
     windows[k][cohort] = (from_s, until_s): kernel k's loads of that cohort are counted in
     that window of time; outside it they still go through the LRU (fast._l2_sample). Stores
     are counted whole. Default: every load of cohorts 0 and 1 counts."""
-    accesses.sort(key=itemgetter(0))    # stable: ties in sampling order
+    order = sorted(range(len(times)), key=times.__getitem__)     # stable
     kernel_of = [s.kernel for s in streams]
     inf = float("inf")
     window = [(windows[s.kernel].get(s.cohort, (inf, inf)) if windows else
                ((-inf, inf) if s.cohort in (BODY, TAIL) else (inf, inf))) for s in streams]
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
-        accesses.sort(key=lambda a: kernel_of[a[4]])   # stable: time order inside each
+        order.sort(key=lambda i: kernel_of[metas[i][2]])   # stable: time order inside each
     lru = TileLru(capacity_bytes)
     per = [KernelCounts() for _ in range(n_kernels)]
     counts = [LoadCounts() for _ in streams]
     groups = [[] for _ in range(n_kernels)]
     fetch_s: dict = {}             # tile bytes → transfer + latency of one fetch
+    _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, counts, groups,
+                 fetch_s, dram_bandwidth_bytes_per_s, dram_latency_s)
+    for sid in sorted(range(len(streams)),
+                      key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
+        s, c = streams[sid], counts[sid]
+        if not c.loads or s.cohort not in (BODY, TAIL):
+            continue
+        part = per[s.kernel].loads if s.cohort == BODY else per[s.kernel].tail_loads
+        part.setdefault(s.tensor, LoadCounts()).add(c)
+    for k, g in zip(per, groups):
+        n = sum(c.loads for c in (*k.loads.values(), *k.tail_loads.values()))
+        # CTAs released together by one line's arrival issue their next loads together: a
+        # load's expected place in that burst, in loads of the same CTA's size ahead of it
+        k.l2_queue_position = sum(x * (x - 1) / 2 for (x,) in g) / n if n else 0.0
+    return ReplayResult(per, 0 if ncu else lru.dirty_bytes())
+
+
+def _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, counts, groups,
+                 fetch_s, dram_bandwidth_bytes_per_s, dram_latency_s) -> None:
+    """The accesses in `order` through the LRU (TileLru.lookup inlined: the hot loop)."""
     current = 0
-    for t, key, nbytes, code, sid in accesses:
+    lines = lru.lines
+    get, touch = lines.get, lines.move_to_end
+    for i in order:
+        t = times[i]
+        key = keys[i]
+        nbytes, code, sid = metas[i]
         ki = kernel_of[sid]
         if ncu and ki != current:            # profiler: write back + invalidate, unmeasured
             lru.clear()
             current = ki
-        entry = lru.lookup(key)
-        if code == LOAD and not window[sid][0] <= t < window[sid][1]:   # the LRU only
-            if entry is None:
-                lru_insert_load(lru, key, nbytes, t, fetch_s, dram_bandwidth_bytes_per_s,
-                                dram_latency_s, per[ki])
-            continue
+        entry = get(key)
+        if entry is not None:
+            touch(key)
         if code == LOAD:
+            lo, hi = window[sid]
+            if not lo <= t < hi:                 # the LRU only
+                if entry is None:
+                    lru_insert_load(lru, key, nbytes, t, fetch_s, dram_bandwidth_bytes_per_s,
+                                    dram_latency_s, per[ki])
+                continue
             acc = counts[sid]
             acc.bytes += nbytes
             acc.loads += 1
@@ -403,16 +542,3 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
             if code == REDUCE:
                 k.reduce_read_bytes += nbytes
             k.note_writeback(lru.insert(key, nbytes, True, t), nbytes)
-    for sid in sorted(range(len(streams)),
-                      key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
-        s, c = streams[sid], counts[sid]
-        if not c.loads or s.cohort not in (BODY, TAIL):
-            continue
-        part = per[s.kernel].loads if s.cohort == BODY else per[s.kernel].tail_loads
-        part.setdefault(s.tensor, LoadCounts()).add(c)
-    for k, g in zip(per, groups):
-        n = sum(c.loads for c in (*k.loads.values(), *k.tail_loads.values()))
-        # CTAs released together by one line's arrival issue their next loads together: a
-        # load's expected place in that burst, in loads of the same CTA's size ahead of it
-        k.l2_queue_position = sum(x * (x - 1) / 2 for (x,) in g) / n if n else 0.0
-    return ReplayResult(per, 0 if ncu else lru.dirty_bytes())
