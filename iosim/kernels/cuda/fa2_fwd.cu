@@ -246,8 +246,8 @@ fa2_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         tr.op(EV_MMA, N_PV);
         if (STAGES == 1) __syncthreads();          // the single buffer is refilled next step
     }
-    cp_async_wait<0>();
     if (tid == 0) STAMP(trace, 4);
+    cp_async_wait<0>();
 
     // ---- epilogue: O_i = O / l written once, LSE_i = m·scale + ln l (+inf for rows that see
     // no key at all; their O is 0)
