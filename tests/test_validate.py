@@ -97,7 +97,6 @@ def test_project_dram_bytes_within_budget(validation):
     assert s["project"]["dram_bytes"]["max_abs_err"] <= BUDGETS["project"]["dram_bytes_max_abs_err"]
 
 
-@NOT_YET
 def test_project_time_mape_within_budget(validation):
     _, s = validation
     assert s["project"]["time"]["mape"] <= BUDGETS["project"]["time_mape"]

@@ -101,7 +101,6 @@ def test_every_project_row_has_dram_bytes_within_five_percent(validation_dataset
     assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
 
 
-@NOT_YET
 def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validation_dataset):
     rows = _project(validation_dataset[0])
     errs = [abs(r.predicted_time_s / r.measured_time_s - 1) for r in rows]
