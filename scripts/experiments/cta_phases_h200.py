@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
 from iosim.algorithms import build_schedule  # noqa: E402
@@ -29,31 +30,15 @@ SHAPES = [("fa3", 64, 32, 16, 512), ("fa3", 64, 1, 1, 512), ("fa3", 128, 32, 16,
 def main(out: Path) -> None:
     import cupy as cp
     import numpy as np
-    from iosim.kernels import build, hopper
     from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import Launcher, device_inputs
-
-    class StampLauncher(Launcher):
-        def _trace_buffer(self, kernel):
-            self.stamps = cp.zeros(kernel.num_ctas * 8, dtype=np.uint64)
-            return self.stamps, 0, None
-
-        def _record(self, kernel, buf, cap):
-            pass
-
-        def _defines(self, t):
-            return {**super()._defines(t), "IOSIM_STAMPS": 1}
-
-    @__import__("dataclasses").dataclass(frozen=True)
-    class StampVariant(hopper.Fa3Variant):
-        def defines(self) -> dict:
-            return {**super().defines(), "IOSIM_STAMPS": 1}
+    from iosim.kernels.run import device_inputs
+    from kernel_defines import launcher
 
     res = {}
     for algo, d, batch, heads, nkv in SHAPES:
         p = AttentionProblem(batch=batch, heads_q=heads, seq_q=512, seq_kv=nkv, head_dim=d, dtype="fp16")
         sched = build_schedule(p, "h200", algo)
-        ln = StampLauncher(sched, fa3_variant=StampVariant() if algo == "fa3" else None)
+        ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 8, dtype=np.uint64), IOSIM_STAMPS=1)
         T = device_inputs(random_inputs(p, np.random.default_rng(1)), p.dtype)
         for _ in range(12):
             ln.run(T)

@@ -18,10 +18,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
 from iosim.algorithms import build_schedule  # noqa: E402
@@ -44,22 +44,10 @@ def main(out: Path) -> None:
     import numpy as np
     from iosim.kernels import hopper
     from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import Launcher, device_inputs
+    from iosim.kernels.run import device_inputs
+    from kernel_defines import launcher
     from iosim.machine import resident_ctas_per_sm
     from iosim.measure.timing import sets_to_defeat_l2, time_op
-
-    @dataclass(frozen=True)
-    class MaskVariant(hopper.Fa3Variant):
-        force_mask: int = 0
-
-        def defines(self) -> dict:
-            return {**super().defines(), "IOSIM_FORCE_MASK": self.force_mask}
-
-    class MaskLauncher(Launcher):
-        force_mask = 0
-
-        def _defines(self, t):
-            return {**super()._defines(t), "IOSIM_FORCE_MASK": self.force_mask}
 
     res = {}
     for algo, d in SHAPES:
@@ -74,11 +62,7 @@ def main(out: Path) -> None:
                "steps_per_cta": -(-p.seq_kv // t.block_kv), "block_q": t.block_q, "block_kv": t.block_kv}
         outs_ref = None
         for force in (0, 1):
-            if algo == "fa3":
-                ln = Launcher(sched, fa3_variant=MaskVariant(force_mask=force))
-            else:
-                ln = MaskLauncher(sched)
-                ln.force_mask = force
+            ln = launcher(sched, IOSIM_FORCE_MASK=force)
             outs = [dict(x) for x in sets]
             T = ln.run(outs[0])
             o = cp.asnumpy(T["O"]).astype(np.float32)
@@ -88,7 +72,7 @@ def main(out: Path) -> None:
                 row["max_abs_diff_forced_vs_built"] = float(np.nanmax(np.abs(o - outs_ref)))
             row[f"time_s_force{force}"] = time_op(lambda s, ln=ln, outs=outs: ln.run(outs[s]), n_sets, 2, 10)["time_s"]
             if algo == "fa3":
-                defs = hopper.defines(p, t, MaskVariant(force_mask=force))
+                defs = hopper.defines(p, t, ln.fa3_variant)
                 row[f"sass_force{force}"] = sass_histogram(hopper.compile_cubin(defs, p.dtype, False)[0])
         waves = row["ctas"] / (132 * row["resident_per_sm"])
         row["mask_s_per_cta_step"] = (row["time_s_force1"] - row["time_s_force0"]) / (waves * row["steps_per_cta"])

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
 from iosim.algorithms import build_schedule  # noqa: E402
@@ -41,23 +41,10 @@ def key(algo, d, batch, seq_kv, store) -> str:
 def measure(out: Path) -> None:
     import cupy as cp
     import numpy as np
-    from iosim.kernels import hopper
     from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import Launcher, device_inputs
+    from iosim.kernels.run import device_inputs
+    from kernel_defines import launcher
     from iosim.measure.timing import sets_to_defeat_l2, time_op
-
-    @dataclass(frozen=True)
-    class StoreVariant(hopper.Fa3Variant):
-        o_store: int = 1
-
-        def defines(self) -> dict:
-            return {**super().defines(), "IOSIM_O_STORE": self.o_store}
-
-    class StoreLauncher(Launcher):
-        o_store = 1
-
-        def _defines(self, t):
-            return {**super()._defines(t), "IOSIM_O_STORE": self.o_store}
 
     res = {}
     for algo, d, batch, nkv in SHAPES:
@@ -70,11 +57,7 @@ def measure(out: Path) -> None:
         for store in STORES[algo]:
             k = key(algo, d, batch, nkv, store)
             try:
-                if algo == "fa3":
-                    ln = Launcher(sched, fa3_variant=StoreVariant(o_store=store))
-                else:
-                    ln = StoreLauncher(sched)
-                    ln.o_store = store
+                ln = launcher(sched, IOSIM_O_STORE=store)
                 outs = [dict(x) for x in sets]       # outputs allocated once per input set
                 T = ln.run(outs[0])
                 o = cp.asnumpy(T["O"]).astype(np.float32)
