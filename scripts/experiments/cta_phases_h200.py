@@ -2,7 +2,8 @@
 FA-3 and FA-2 forward kernels built with -DIOSIM_STAMPS (iosim_common.cuh: %globaltimer into 8
 slots per CTA with plain stores, no atomics). FA-3 slots: 0 entry, 1 the producer before its
 first copy, 2 consumer 0 has Q, 3 its first S is done, 4 its loop is done, 5 its O/LSE stores
-are issued, 6 the last consumer's end; FA-2: 0 entry, 2 the first K/V (and Q) landed, 4 loop
+are issued, 6 the last consumer's end, 8 the last consumer's loop is done, 9 consumer 0 is past
+the ping-pong barrier after its loop, 10 the last consumer's first S is done; FA-2: 0 entry, 2 the first K/V (and Q) landed, 4 loop
 done, 5 / 6 thread 0 / the last thread after the stores. N_q 512, H 16, fp16, validation
 tilings; full grid B 32 and a lone head (B 1, H 1: 3-4 CTAs on different SMs). Per shape the
 median over CTAs of each phase (ns) and, per SM, the gap from a CTA's slot 5/6 to the next CTA's
@@ -38,19 +39,22 @@ def main(out: Path) -> None:
     for algo, d, batch, heads, nkv in SHAPES:
         p = AttentionProblem(batch=batch, heads_q=heads, seq_q=512, seq_kv=nkv, head_dim=d, dtype="fp16")
         sched = build_schedule(p, "h200", algo)
-        ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 8, dtype=np.uint64), IOSIM_STAMPS=1)
+        ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 16, dtype=np.uint64), IOSIM_STAMPS=1)
         T = device_inputs(random_inputs(p, np.random.default_rng(1)), p.dtype)
         for _ in range(12):
             ln.run(T)
         cp.cuda.runtime.deviceSynchronize()
-        st = cp.asnumpy(ln.stamps).reshape(-1, 8).astype(np.int64)
+        st = cp.asnumpy(ln.stamps).reshape(-1, 16).astype(np.int64)
         t0 = st[:, 0].min()
         rows = st.copy()
         rows[:, :7] -= t0
+        rows[:, 8:11] -= t0
         phases = {}
         names = {"fa3": [(0, 1, "entry_to_producer"), (1, 2, "producer_to_q"), (2, 3, "q_to_first_s"),
                          (3, 4, "first_s_to_loop_end"), (4, 5, "epilogue"), (0, 5, "lifetime_c0"),
-                         (0, 6, "lifetime_last")],
+                         (0, 6, "lifetime_last"), (3, 10, "last_consumer_first_s_after_c0"),
+                         (4, 8, "last_consumer_loop_end_after_c0"), (4, 9, "c0_pingpong_wait"),
+                         (9, 5, "c0_epilogue_after_wait"), (8, 6, "last_consumer_epilogue")],
                  "fa2": [(0, 2, "entry_to_first_tiles"), (2, 4, "loop_after_first"), (4, 5, "epilogue"),
                          (0, 5, "lifetime_t0"), (0, 6, "lifetime_last")]}[algo]
         for a, b, name in names:

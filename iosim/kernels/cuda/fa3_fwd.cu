@@ -555,6 +555,7 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         wgmma_wait<0>();
         reg_fence(s);
         if (rec) STAMP(trace, 3);
+        if (c == C - 1 && t == 0) STAMP(trace, 10);
         release_k(0);
         softmax(0);
         if (rec) tr.op(EV_EXP, N_EXP);
@@ -616,7 +617,9 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     }
 #endif
     if (rec) STAMP(trace, 4);
+    if (c == C - 1 && t == 0) STAMP(trace, 8);
     if (PP && c == 0) named_sync(1, 256);          // consumes consumer C−1's last arrive
+    if (rec) STAMP(trace, 9);
 
     // ---- epilogue: O_i = O / l written once, LSE_i = m·scale + ln l (+inf for rows that see
     // no key at all; their O is 0)

@@ -175,14 +175,14 @@ __device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1)
 #define T_L 16
 
 // Experiments only (scripts/experiments/cta_phases_h200.py): -DIOSIM_STAMPS (without
-// IOSIM_TRACE) makes STAMP(k) write %globaltimer into slot k of the CTA's 8 slots of the trace
+// IOSIM_TRACE) makes STAMP(k) write %globaltimer into slot k of the CTA's 16 slots of the trace
 // buffer: plain stores, no atomics, so a full grid runs as it does untraced. Slot 7 holds %smid.
 #if defined(IOSIM_STAMPS) && !defined(IOSIM_TRACE)
 #define STAMP(buf, k) do { unsigned long long t_; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); \
-        (buf)[(((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 8 + (k)] = t_; \
+        (buf)[(((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 16 + (k)] = t_; \
     } while (0)
 #define STAMP_SMID(buf) do { unsigned int s_; asm volatile("mov.u32 %0, %%smid;" : "=r"(s_)); \
-        (buf)[(((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 8 + 7] = s_; \
+        (buf)[(((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 16 + 7] = s_; \
     } while (0)
 #else
 #define STAMP(buf, k) do {} while (0)
