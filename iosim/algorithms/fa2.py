@@ -219,10 +219,11 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
 
 def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
                 downward: bool = False, pack_p_per_element: float = 0.0,
-                mask_cycles_per_element: float = 0.0) -> tuple:
+                mask_cycles_per_element: float = 0.0, o_thread_issued: bool = False) -> tuple:
     """Q block i's program; `o_layout`: Store.layout of O; `downward`: its KV loop runs from
     the last block to the first (flash-attention's, DOWNWARD_KERNELS), else from the first
-    to the last; `pack_p_per_element`, `mask_cycles_per_element`: kv_iteration's."""
+    to the last; `pack_p_per_element`, `mask_cycles_per_element`: kv_iteration's;
+    `o_thread_issued`: O's Store.thread_issued (charged by the kernel's own figure)."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
@@ -237,7 +238,8 @@ def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fra
                                   mask_cycles_per_element=mask_cycles_per_element),
                      reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
-             Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout),  # O_i written once
+             Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout,  # O_i written once
+                   thread_issued=o_thread_issued),
              Store("LSE", (b, h, i), rows_q, 1, rows_q * STAT_BYTES)]
     return tuple(prog)
 

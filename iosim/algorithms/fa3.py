@@ -69,6 +69,17 @@ PACK_P_INSTRUCTIONS_PER_ELEMENT = 0.5
 # measured wait (Barrier.cycles) at the head of each CTA program; the lone-CTA traces start
 # after it (their first record is the Q copy). flash-attention's FA-3 and cuDNN: not measured.
 CTA_SETUP_CYCLES = {"iosim": 444.0}
+# The project's kernel's epilogue, by its own stamps: each consumer normalises its 64 rows and
+# writes them from its accumulator fragments (4-byte stores, 8 rows x 16 B per warp
+# instruction), after the ping-pong barrier. H200, untraced %globaltimer stamps
+# (measurements/h200/o_store/cta_phases_h200_consumers.json): from the last consumer's loop end
+# to its last store, d 128 1792 / 1680 ns (one head alone, N_kv 512 / 128), 1888 / 1632 (every
+# SM busy), mean 1748; d 64 1248 / 1184, mean 1216. Less the model's normalise (77 / 58 ns),
+# over the CTA's O bytes (32 / 24 KB) at the counted clock 1.79 GHz: 0.0913 / 0.0843 cycles per
+# byte, mean 0.088: the O store's issue cost for this kernel (Store.thread_issued,
+# Pipeline.store_issue_cycles_per_byte), in place of the store microbenchmark's 0.0604
+# (fragment_store_issue_cycles_per_byte, which a lone 128- or 256-thread store phase gives).
+O_STORE_ISSUE_CYCLES_PER_BYTE = {"iosim": 0.088}
 
 
 def default_tiles(d: int) -> tuple:
@@ -147,12 +158,14 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
     o_layout = output_layout(kernel)     # the project's kernel stores O from its fragments
 
     setup = CTA_SETUP_CYCLES.get(kernel, 0.0)
+    o_issue = O_STORE_ISSUE_CYCLES_PER_BYTE.get(kernel, 0.0)
     head = (Barrier("cta setup", setup),) if setup else ()
 
     def program(cta: int) -> tuple:
         i, h, b = coord(cta)
         return head + fwd_program(problem, t, b, h, i, o_layout,
-                                  pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT)
+                                  pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT,
+                                  o_thread_issued=o_issue > 0.0)
 
     d, eb = problem.head_dim, problem.elem_bytes
     classes, class_of, period = classes_along_x(
@@ -162,7 +175,8 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
                   program=program,
                   classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
                   pipeline=Pipeline(stages=t.stages, warp_specialized=True,
-                                    consumer_warpgroups=consumers(t), intra_overlap=True),
+                                    consumer_warpgroups=consumers(t), intra_overlap=True,
+                                    store_issue_cycles_per_byte=o_issue),
                   coord_names=("q_block", "head", "batch"))
 
 

@@ -1,0 +1,24 @@
+"""A lone CTA of the project's FA-3 kernel against its untraced %globaltimer stamps (first
+entry to the last consumer's last store, measurements/h200/o_store/cta_phases_h200*.json):
+the setup, the per-consumer wgmma streams and the kernel's own O-store figure together."""
+import json
+from pathlib import Path
+
+import pytest
+
+from iosim import AttentionProblem, load_gpu
+from iosim.algorithms import build_schedule
+from iosim.clock import sustained_simulation
+
+RUNS = sorted((Path(__file__).resolve().parents[1] / "measurements/h200/o_store").glob("cta_phases_h200*.json"))
+
+
+@pytest.mark.parametrize("d, nkv", [(128, 512), (128, 128), (64, 512)])
+def test_a_lone_cta_spans_what_the_stamps_measured(d, nkv):
+    spans = [json.loads(p.read_text())[f"fa3-d{d}-B1-H1-Nkv{nkv}"]["span_ns"] * 1e-9 for p in RUNS]
+    assert len(spans) == 3
+    gpu = load_gpu("h200-calibrated")
+    p = AttentionProblem(batch=1, heads_q=1, seq_q=512, seq_kv=nkv, head_dim=d, dtype="fp16")
+    r, _ = sustained_simulation(build_schedule(p, gpu, "fa3"), gpu, l2_protocol="ncu", time_protocol="warm")
+    # the simulated kernel also holds the last slot for the turnover, which the stamps do not see
+    assert r.kernels[0].time_s == pytest.approx(sum(spans) / len(spans), rel=0.10)
