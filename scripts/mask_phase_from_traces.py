@@ -26,8 +26,20 @@ from iosim import AttentionProblem, load_gpu  # noqa: E402
 from iosim.algorithms import build_schedule  # noqa: E402
 from iosim.algorithms import fa2  # noqa: E402
 from iosim.clock import sustained_simulation  # noqa: E402
+from iosim.schedule import Loop  # noqa: E402
 
 MEASURED = ROOT / "measurements/h200/mask/mask_cost_h200.json"
+
+
+def forced_mask_program(problem, t, b: int, h: int, i: int, cycles_per_element: float) -> tuple:
+    """fa2.fwd_program with every KV step masked, as the kernel built with IOSIM_FORCE_MASK=1
+    runs it (a non-causal problem of whole KV blocks)."""
+    if problem.causal or problem.seq_kv % t.block_kv:
+        raise ValueError("the forced-mask measurement is of non-causal problems of whole KV blocks")
+    body = fa2.kv_iteration(problem, t, h // problem.group_size, b, t.block_kv, True, False,
+                            mask_cycles_per_element=cycles_per_element)
+    return tuple(replace(item, body=body) if isinstance(item, Loop) else item
+                 for item in fa2.fwd_program(problem, t, b, h, i))
 
 
 def forced_delta_s(d: int, cycles_per_element: float) -> float:
@@ -41,7 +53,7 @@ def forced_delta_s(d: int, cycles_per_element: float) -> float:
 
     def forced_program(cta: int, k=k):
         i, b, h = k.cta_coord(cta)
-        return fa2.fwd_program_forced_mask(p, t, b, h, i, cycles_per_element)
+        return forced_mask_program(p, t, b, h, i, cycles_per_element)
     forced = replace(base, kernels=(replace(k, program=forced_program),))
     times = [sustained_simulation(s, gpu, l2_protocol="ncu", time_protocol="warm")[0].time_s
              for s in (base, forced)]

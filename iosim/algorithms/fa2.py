@@ -9,9 +9,7 @@ on chip and streams Q_i, dO_i, LSE_i, D_i; dQ_i is accumulated in fp32 with atom
 """
 from __future__ import annotations
 
-import dataclasses
-
-from ..schedule import (Alu, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule, Store,
+from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_along_x, loop)
 from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, grid_index,
                      kv_segments, pick_tiling, q_segments, rows_in_block)
@@ -281,19 +279,6 @@ MASK_PHASE_CYCLES_PER_ELEMENT = {("fa2_fwd", 128, 128, 64): 0.0441, ("fa2_fwd", 
 def mask_phase_cycles(source: str, t: Tiling, d: int) -> float:
     """MASK_PHASE_CYCLES_PER_ELEMENT of the project's kernel `source` at tiling t; 0 if not measured."""
     return MASK_PHASE_CYCLES_PER_ELEMENT.get((source, t.block_q, t.block_kv, d), 0.0)
-
-
-def fwd_program_forced_mask(problem, t: Tiling, b: int, h: int, i: int,
-                            mask_cycles_per_element: float) -> tuple:
-    """fwd_program with every KV step masked (the kernels built with IOSIM_FORCE_MASK=1):
-    the measurement behind MASK_PHASE_CYCLES_PER_ELEMENT (scripts/mask_phase_from_measurement.py)."""
-    if problem.causal or problem.seq_kv % t.block_kv:
-        raise ValueError("the forced-mask measurement is of non-causal problems of whole KV blocks")
-    hk = h // problem.group_size
-    body = kv_iteration(problem, t, hk, b, t.block_kv, True, False,
-                        mask_cycles_per_element=mask_cycles_per_element)
-    return tuple(dataclasses.replace(item, body=body) if isinstance(item, Loop) else item
-                 for item in fwd_program(problem, t, b, h, i))
 
 
 def fwd_block_shape(problem, t: Tiling, i: int) -> tuple:

@@ -74,9 +74,10 @@ CTA_SETUP_CYCLES = {"iosim": 444.0}
 # instruction), after the ping-pong barrier. H200, untraced %globaltimer stamps
 # (measurements/h200/o_store/cta_phases_h200_consumers.json): from the last consumer's loop end
 # to its last store, d 128 1792 / 1680 ns (one head alone, N_kv 512 / 128), 1888 / 1632 (every
-# SM busy), mean 1748; d 64 1248 / 1184, mean 1216. Less the model's normalise (77 / 58 ns),
-# over the CTA's O bytes (32 / 24 KB) at the counted clock 1.79 GHz: 0.0913 / 0.0843 cycles per
-# byte, mean 0.088: the O store's issue cost for this kernel (Store.thread_issued,
+# SM busy), mean 1748; d 64 1248 / 1184, mean 1216. Less the normalise op's ALU unit time
+# (71.5 / 53.6 ns), over the CTA's O bytes (32 / 24 KB) at the counted clock 1.79 GHz: 0.0916 /
+# 0.0847 cycles per byte, mean 0.088 (scripts/fa3_o_store_from_stamps.py; tests/
+# test_fa3_lone_cta.py recomputes it): the O store's issue cost for this kernel (Store.thread_issued,
 # Pipeline.store_issue_cycles_per_byte), in place of the store microbenchmark's 0.0604
 # (fragment_store_issue_cycles_per_byte, which a lone 128- or 256-thread store phase gives).
 O_STORE_ISSUE_CYCLES_PER_BYTE = {"iosim": 0.088}
