@@ -33,6 +33,12 @@ class Load:
     # indirect: the loads after it in the same loop iteration take their addresses from it
     # (a block table): they are issued when it lands, and the issuing thread waits for it
     indirect: bool = False
+    # oob_bytes: a TMA tensor copy's box past the tensor's edge (the rows of a ragged last tile
+    # the copy engine fills with zeros). They hold no data and no DRAM or L2 capacity, but they
+    # cross the L2→SM path: Nsight Compute counts them (the project's FA-3 at d 64, 192-row Q
+    # tiles: measured L2→SM bytes exceed the valid rows' by exactly the box's missing rows,
+    # 8 or 16 KB per head at every N of the sweep)
+    oob_bytes: int = 0
     kind = "load"
 
 
@@ -180,6 +186,7 @@ class Totals:
     reduce_bytes: int = 0    # of those, bytes stored by `reduce` (atomic accumulate) stores
     reduce_coalesced_bytes: int = 0   # of those, in the coalesced layout (Store.reduce_layout)
     fragment_store_bytes: int = 0     # plain (non-reduce) stores in Store.layout "fragment"
+    oob_load_bytes: int = 0  # Load.oob_bytes: L2→SM bytes of no tensor (in bytes_loaded)
     loads: int = 0
     stores: int = 0
     mma_flops: int = 0
@@ -198,6 +205,7 @@ class Totals:
         self.reduce_bytes += other.reduce_bytes * times
         self.reduce_coalesced_bytes += other.reduce_coalesced_bytes * times
         self.fragment_store_bytes += other.fragment_store_bytes * times
+        self.oob_load_bytes += other.oob_load_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
@@ -206,7 +214,8 @@ class Totals:
 
     @property
     def bytes_loaded(self) -> int:
-        return sum(self.load_bytes.values())
+        """Global → SM bytes, the copies' out-of-bounds boxes (Load.oob_bytes) included."""
+        return sum(self.load_bytes.values()) + self.oob_load_bytes
 
     @property
     def bytes_stored(self) -> int:
@@ -222,6 +231,7 @@ def program_totals(program: tuple) -> Totals:
             t.add(program_totals(item.body), item.count)
         elif isinstance(item, Load):
             t.load_bytes[item.tensor] += item.bytes
+            t.oob_load_bytes += item.oob_bytes
             t.loads += 1
         elif isinstance(item, Store):
             t.store_bytes[item.tensor] += item.bytes

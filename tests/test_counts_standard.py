@@ -107,8 +107,9 @@ def test_causal_costs_the_same_gemm_work_as_noncausal():
 
 def test_s_and_p_traffic_grows_with_the_square_of_the_sequence():
     def sp_bytes(n):
+        # one head and the tile given: cuBLAS's wave-filling split of small grids is off
         t = build_schedule(AttentionProblem(heads_q=1, seq_q=n, head_dim=128), H100,
-                           "standard").totals()
+                           "standard", block_q=256, block_kv=128).totals()
         return t.load_bytes["S"] + t.store_bytes["S"] + t.load_bytes["P"] + t.store_bytes["P"]
     assert sp_bytes(2048) == 4 * sp_bytes(1024)
     # S written and read once, P written once and read once per d-wide column tile

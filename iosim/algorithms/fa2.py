@@ -193,16 +193,18 @@ def bwd_tiling(problem, gpu, **overrides) -> Tiling:
 # ---- forward ------------------------------------------------------------------------
 def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ragged: bool,
                  var: str = "j", pack_p_per_element: float = 0.0,
-                 mask_cycles_per_element: float = 0.0) -> tuple:
+                 mask_cycles_per_element: float = 0.0, tma_box: bool = False) -> tuple:
     """One KV step of the online softmax for a Br-row Q block (FA-2 and FA-3 share it).
     `pack_p_per_element`: instructions per score element that convert P to 16 bits for the
     P·V GEMM (an Alu "pack P" op when > 0; fa3.PACK_P_INSTRUCTIONS_PER_ELEMENT);
     `mask_cycles_per_element`: the measured phase of a masked step's mask (mask_phase_cycles),
-    0: one ALU op per element."""
+    0: one ALU op per element; `tma_box`: K and V are TMA copies of a Bc-row box (a ragged
+    tile's missing rows are Load.oob_bytes)."""
     d, eb = problem.head_dim, problem.elem_bytes
     br, bc = t.block_q, t.block_kv
-    body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
-            Load("V", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb),
+    oob = (bc - rows_kv) * d * eb if tma_box else 0
+    body = [Load("K", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb, oob_bytes=oob),
+            Load("V", (b, hk_coord, var), rows_kv, d, rows_kv * d * eb, oob_bytes=oob),
             Mma("S=QK^T", br, bc, d)]
     if masked or ragged:
         body.append(Alu("mask", br * bc, phase_cycles_per_op=mask_cycles_per_element))
@@ -217,23 +219,27 @@ def kv_iteration(problem, t: Tiling, hk_coord, b, rows_kv: int, masked: bool, ra
 
 def fwd_program(problem, t: Tiling, b: int, h: int, i: int, o_layout: str = "fragment",
                 downward: bool = False, pack_p_per_element: float = 0.0,
-                mask_cycles_per_element: float = 0.0, o_thread_issued: bool = False) -> tuple:
+                mask_cycles_per_element: float = 0.0, o_thread_issued: bool = False,
+                tma_box: bool = False) -> tuple:
     """Q block i's program; `o_layout`: Store.layout of O; `downward`: its KV loop runs from
     the last block to the first (flash-attention's, DOWNWARD_KERNELS), else from the first
     to the last; `pack_p_per_element`, `mask_cycles_per_element`: kv_iteration's;
-    `o_thread_issued`: O's Store.thread_issued (charged by the kernel's own figure)."""
+    `o_thread_issued`: O's Store.thread_issued (charged by the kernel's own figure);
+    `tma_box`: Q, K and V are TMA copies of whole Br- / Bc-row boxes (FA-3)."""
     d, eb = problem.head_dim, problem.elem_bytes
     hk = h // problem.group_size
     rows_q = rows_in_block(i, t.block_q, problem.seq_q)
     tail = problem.seq_kv - (ceil_div(problem.seq_kv, t.block_kv) - 1) * t.block_kv
-    prog = [Load("Q", (b, h, i), rows_q, d, rows_q * d * eb)]       # Q_i stays on chip
+    q_oob = (t.block_q - rows_q) * d * eb if tma_box else 0
+    prog = [Load("Q", (b, h, i), rows_q, d, rows_q * d * eb, oob_bytes=q_oob)]   # Q_i stays on chip
     segments = kv_segments(problem, i, t.block_q, t.block_kv)
     for seg in (reversed(segments) if downward else segments):
         rows_kv = tail if seg.ragged else t.block_kv
         prog += loop("j", seg.start, seg.stop,
                      kv_iteration(problem, t, hk, b, rows_kv, seg.masked, seg.ragged,
                                   pack_p_per_element=pack_p_per_element,
-                                  mask_cycles_per_element=mask_cycles_per_element),
+                                  mask_cycles_per_element=mask_cycles_per_element,
+                                  tma_box=tma_box),
                      reverse=downward)
     prog += [Alu("normalize", t.block_q * d),
              Store("O", (b, h, i), rows_q, d, rows_q * d * eb, layout=o_layout,  # O_i written once

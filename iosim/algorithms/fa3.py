@@ -166,7 +166,7 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
         i, h, b = coord(cta)
         return head + fwd_program(problem, t, b, h, i, o_layout,
                                   pack_p_per_element=PACK_P_INSTRUCTIONS_PER_ELEMENT,
-                                  o_thread_issued=o_issue > 0.0)
+                                  o_thread_issued=o_issue > 0.0, tma_box=True)
 
     d, eb = problem.head_dim, problem.elem_bytes
     classes, class_of, period = classes_along_x(

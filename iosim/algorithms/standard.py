@@ -32,6 +32,7 @@ sizes of that load (panels of a K-loop are indexed in BK units).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_by_edges, loop)
@@ -133,23 +134,28 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
                   pipeline=pipeline, coord_names=("row_tile", "col_tile", "batch", "head"))
 
 
-def gemm_kernel(name, problem, t: Tiling, mma: str, a: Operand, b: Operand, c: str, c_eb: int,
-                m: int, n: int, k: int, bn: int, b_is_kv: bool, heads: int | None = None,
-                scale: bool = False) -> Kernel:
-    """A batched GEMM over (batch, query head); B operands of K/V use head h // group."""
+def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand, c: str,
+                c_eb: int, m: int, n: int, k: int, bn: int, b_is_kv: bool,
+                heads: int | None = None, scale: bool = False, fill_wave: bool = True) -> Kernel:
+    """A batched GEMM over (batch, query head); B operands of K/V use head h // group. Its
+    tile: t.block_q × bn, or with fill_wave (the tile was not the user's) gemm_tile of it for
+    this grid."""
     heads = heads or problem.heads_q
     g = problem.group_size
-    tt = Tiling(t.block_q, bn, t.stages, t.warps)
-    epilogue = (Alu("scale", t.block_q * bn),) if scale else ()
+    tt = (gemm_tile(t, bn, m, n, problem.batch * heads, gpu, problem.elem_bytes,
+                    split_n=n > bn) if fill_wave
+          else Tiling(t.block_q, bn, t.stages, t.warps))
+    bm, bn = tt.block_q, tt.block_kv
+    epilogue = (Alu("scale", bm * bn),) if scale else ()
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
         return gemm_program(mma, a, (bb, h), b, (bb, hb), c, (bb, h), c_eb, m, n, k,
-                            t.block_q, bn, i, j, epilogue)
+                            bm, bn, i, j, epilogue)
 
-    return tile_kernel(name, problem, heads, m, n, t.block_q, bn, t,
+    return tile_kernel(name, problem, heads, m, n, bm, bn, tt,
                        gemm_smem_bytes(tt, problem.elem_bytes), gemm_registers(tt), program_of,
-                       Pipeline(stages=t.stages))
+                       Pipeline(stages=tt.stages))
 
 
 # ---- row kernels ----------------------------------------------------------------------
@@ -227,25 +233,61 @@ def narrow_gemm_tiling(t: Tiling, bd: int, gpu, eb: int) -> Tiling:
     return t
 
 
-def forward_kernels(problem, gpu, t: Tiling) -> tuple:
+MIN_TILE = 64   # the smallest tile side of cuBLAS's sm90 kernels seen on the H200 (64x64_64x13)
+
+
+def gemm_tile(t: Tiling, bn: int, m: int, n: int, batches: int, gpu, eb: int,
+              split_n: bool = True) -> Tiling:
+    """The BM×BN tile (as Tiling(BM, BN, stages, warps)) of a batched m×n GEMM output, from the
+    first-choice tile t (BM = t.block_q) and BN = bn: the tile is halved, its longer side first
+    (BN when square; only BM when `split_n` is off), while the halved grid still fits one wave
+    (tiles ≤ SM count), so a grid too small to fill the chip is spread over more SMs at no
+    cost in waves. This is the choice cuBLAS's heuristic made on the H200
+    (measurements/h200/cublas_tiles/: torch.matmul of the standard attention's GEMMs over
+    z = 1..512 matrices, N 512..8192, d 64 and 128; tests/test_cublas_tile.py): e.g. P·V at
+    d 64, N 4096, z 8 ran 64x256_64x5 (256 rows: 128 tiles), at z 64 the 512-row tile. Not
+    followed: cuBLAS's odd tiles on grids of a few matrices (8..80, 192 rows), its 256-row tile
+    at K = 512, and its halving of a d = 128 output's columns (the d-wide GEMMs pass
+    split_n=False: two CTAs would share each P panel at once, which the fast mode does not
+    yet follow within 1%). Stages: as many as fit, up to t.stages."""
+    bm = t.block_q
+
+    def tiles(a: int, b: int) -> int:
+        return ceil_div(m, a) * ceil_div(n, b) * batches
+
+    while True:
+        a, b = (bm // 2, bn) if (bm > bn or not split_n) else (bm, bn // 2)
+        if min(a, b) < MIN_TILE or tiles(a, b) > gpu.sm_count:
+            break
+        bm, bn = a, b
+    for stages in range(t.stages, 1, -1):
+        cand = Tiling(bm, bn, stages, t.warps)
+        if gemm_smem_bytes(cand, eb) <= gpu.shared_memory_per_block_bytes:
+            return cand
+    return Tiling(bm, bn, 1, t.warps)
+
+
+def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
+    gemm = partial(gemm_kernel, fill_wave=fill_wave)
     bd = min(t.block_kv, d)                  # output tile width of the d-wide GEMMs
     td = narrow_gemm_tiling(t, bd, gpu, eb)
     rt = row_tiling()
     sm_smem = ROWS_PER_CTA * (nkv if single_pass(problem, gpu) else SOFTMAX_CHUNK) * eb
     return (
-        gemm_kernel("std_fwd_qk", problem, t, "S=QK^T", Operand("Q", eb),
+        gemm("std_fwd_qk", problem, gpu, t, "S=QK^T", Operand("Q", eb),
                     Operand("K", eb, transposed=True), "S", eb, nq, nkv, d, t.block_kv,
                     b_is_kv=True, scale=True),
         q_block_kernel("std_fwd_softmax", problem, rt, sm_smem, 32,
                        lambda b, h, i: softmax_program(problem, gpu, b, h, i), Pipeline(stages=1)),
-        gemm_kernel("std_fwd_pv", problem, td, "O=PV", Operand("P", eb), Operand("V", eb),
+        gemm("std_fwd_pv", problem, gpu, td, "O=PV", Operand("P", eb), Operand("V", eb),
                     "O", eb, nq, d, nkv, bd, b_is_kv=True),
     )
 
 
-def backward_kernels(problem, gpu, t: Tiling) -> tuple:
+def backward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
+    gemm = partial(gemm_kernel, fill_wave=fill_wave)
     bd = min(t.block_kv, d)
     td = narrow_gemm_tiling(t, bd, gpu, eb)
     g = problem.group_size
@@ -255,17 +297,17 @@ def backward_kernels(problem, gpu, t: Tiling) -> tuple:
     kernels = [
         q_block_kernel("std_bwd_D", problem, rt, 0, 32,
                        lambda b, h, i: d_program(problem, b, h, i), Pipeline(stages=1)),
-        gemm_kernel("std_bwd_dV", problem, td, "dV=P^T dO", Operand("P", eb, transposed=True),
+        gemm("std_bwd_dV", problem, gpu, td, "dV=P^T dO", Operand("P", eb, transposed=True),
                     Operand("dO", eb), dv, eb, nkv, d, nq, bd, b_is_kv=False),
-        gemm_kernel("std_bwd_dP", problem, t, "dP=dO V^T", Operand("dO", eb),
+        gemm("std_bwd_dP", problem, gpu, t, "dP=dO V^T", Operand("dO", eb),
                     Operand("V", eb, transposed=True), "dP", eb, nq, nkv, d, t.block_kv,
                     b_is_kv=True),
         tile_kernel("std_bwd_dS", problem, problem.heads_q, nq, nkv, t.block_q, t.block_kv, t,
                     0, 32, lambda b, h, i, j: ds_program(problem, t, b, h, i, j),
                     Pipeline(stages=1)),
-        gemm_kernel("std_bwd_dQ", problem, td, "dQ=dS K", Operand("dS", eb), Operand("K", eb),
+        gemm("std_bwd_dQ", problem, gpu, td, "dQ=dS K", Operand("dS", eb), Operand("K", eb),
                     "dQ", eb, nq, d, nkv, bd, b_is_kv=True, scale=True),
-        gemm_kernel("std_bwd_dK", problem, td, "dK=dS^T Q", Operand("dS", eb, transposed=True),
+        gemm("std_bwd_dK", problem, gpu, td, "dK=dS^T Q", Operand("dS", eb, transposed=True),
                     Operand("Q", eb), dk, eb, nkv, d, nq, bd, b_is_kv=False, scale=True),
     ]
     if g > 1:
@@ -280,10 +322,10 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
     tilings, kernels = {}, []
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = tiling(problem, gpu, "forward", **fwd_overrides)
-        kernels += forward_kernels(problem, gpu, tilings["fwd"])
+        kernels += forward_kernels(problem, gpu, tilings["fwd"], fill_wave=not any(v is not None for v in fwd_overrides.values()))
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = tiling(problem, gpu, "backward", **bwd_overrides)
-        kernels += backward_kernels(problem, gpu, tilings["bwd"])
+        kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()))
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
     return Schedule("standard", problem, tilings, tuple(kernels), notes)

@@ -206,8 +206,10 @@ def _run_jobs(jobs: list) -> dict:
 def measured_tiling(cfg: dict, m: dict) -> dict:
     """The forward tiling a project-kernel row was measured with (the CSV's block_q, block_kv,
     stages, warps), so that the prediction is of the schedule that ran even after a
-    generator's defaults change. Forward rows only: the columns record the forward pass."""
-    if cfg.get("direction", "fwd") != "fwd":
+    generator's defaults change. Forward rows only: the columns record the forward pass.
+    Not the standard schedule's: its GEMMs are cuBLAS's, which picks its tile by its own
+    heuristic (standard.gemm_tile) whatever the columns say."""
+    if cfg.get("direction", "fwd") != "fwd" or cfg.get("algorithm") == "standard":
         return {}
     out = {}
     for key in TILING_COLUMNS:

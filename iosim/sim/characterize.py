@@ -47,7 +47,7 @@ def shape_key(items) -> tuple:
         if kind == "loop":
             out.append(("loop", item.count, shape_key(item.body)))
         elif kind == "load":
-            out.append(("load", item.tensor, item.bytes))
+            out.append(("load", item.tensor, item.bytes, item.oob_bytes))
         elif kind == "store":
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
                         item.layout))

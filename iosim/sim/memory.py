@@ -134,11 +134,12 @@ class ExactMemory:
         setattr(self.counters, name, getattr(self.counters, name) + value)
         setattr(self.kernel_counters, name, getattr(self.kernel_counters, name) + value)
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
-        """Issue a load at now_s; returns when the tile is in the SM's shared memory."""
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+        """Issue a load at now_s; returns when the tile is in the SM's shared memory.
+        oob_bytes (Load.oob_bytes) cross the L2 → SM path only."""
         # L2 → SM bandwidth is taken at issue (the request's slot on the crossbar)
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes)
-        self._count("l2_to_sm_bytes", nbytes)
+        _, l2_done_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)
+        self._count("l2_to_sm_bytes", nbytes + oob_bytes)
         entry = self.l2.lookup(key)
         if entry is not None:
             self._count("load_hit_bytes", nbytes)
@@ -227,8 +228,8 @@ class ExpectedMemory:
             return self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)[1]
         return self.l2_server.reserve(now_s + waits.get((kind, tensor), 0.0), nbytes)[1]
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float) -> float:
-        l2_done_s = self._l2_done("load", tensor, nbytes, now_s)
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+        l2_done_s = self._l2_done("load", tensor, nbytes + oob_bytes, now_s)
         p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
         # a miss waits for the tile's transfer and the DRAM latency; a hit on a line in
         # flight waits for what is left of that fetch: p_latency is the expected fraction

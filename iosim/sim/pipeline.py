@@ -126,7 +126,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         kind = op.kind
         if kind == "load":
             if do_memory:
-                r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now)
+                r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now, op.oob_bytes)
                 if r > pending_s:
                     pending_s = r
                 if op.indirect and r > env.now:     # later loads need its data as addresses
@@ -237,7 +237,7 @@ def _issue(ctx, loads, env_vars: dict) -> float:
     now = ctx.env.now
     ready = now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, now)
+        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, now, ld.oob_bytes)
         if r > ready:
             ready = r
     return ready
@@ -249,7 +249,7 @@ def _issue_indirect(ctx, loads, env_vars: dict):
     env = ctx.env
     ready = env.now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now)
+        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now, ld.oob_bytes)
         if r > ready:
             ready = r
         if ld.indirect and r > env.now:

@@ -61,9 +61,9 @@ class _Recorder:
         self.mem = mem
         self.waits = defaultdict(list)
 
-    def load(self, key, tensor, nbytes, now_s):
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.load(key, tensor, nbytes, now_s)
+        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
 
     def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
