@@ -572,6 +572,8 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
             wgmma_wait<1>();                       // S_j done; P_{j-1} V_{j-1} still running
             reg_fence(s);
             release_k(j);
+            if (rec && j <= 3) STAMP(trace, 10 + j);   // S_j done (experiments)
+            if (c == C - 1 && t == 0 && j == 3) STAMP(trace, 14);
             softmax(j);
             if (rec) tr.op(EV_EXP, N_EXP);
             wgmma_wait<0>();
@@ -602,6 +604,8 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
         wgmma_wait<0>();
         reg_fence(s);
         release_k(j);
+        if (rec && j >= 1 && j <= 3) STAMP(trace, 10 + j);   // S_j done (experiments)
+        if (c == C - 1 && t == 0 && j == 3) STAMP(trace, 14);
         softmax(j);
         if (rec) tr.op(EV_EXP, N_EXP);
         rescale_and_pack(j);
