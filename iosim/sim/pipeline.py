@@ -321,6 +321,42 @@ def _overlap_split(rest):
     return rest[:i], rest[i:]
 
 
+def _softmax_split(after):
+    """(softmax, post, GEMM1) of an overlap split's second part: the elementwise ops up to the
+    last Exp (mask, max, exp, sum: the softmax the kernel runs under the previous P·V), those
+    after it (the O rescale and the P conversion, run once that P·V is done), and the Mma(s)
+    from the first Mma on."""
+    k = next(i for i, op in enumerate(after) if op.kind == "mma")
+    exps = [i for i in range(k) if after[i].kind == "exp"]
+    cut = exps[-1] + 1 if exps else k
+    return after[:cut], after[cut:k], after[k:]
+
+
+class _Turns:
+    """FA-3's ping-pong: the consumer warpgroups of a CTA issue their GEMM groups in turn,
+    consumer 0 first, then 1, ... (each waits at a named barrier for the previous one's
+    arrive after its issue: fa3_fwd.cu's pp_sync / pp_arrive, flash-attention's
+    warp_scheduler_barrier). A consumer whose softmax is late holds up the ones behind it."""
+
+    def __init__(self, env, consumers: int):
+        self.env, self.consumers, self.turn, self.waiting = env, consumers, 0, {}
+
+    def wait(self, c: int, stall: list):
+        start = self.env.now
+        while self.turn % self.consumers != c:
+            ev = self.waiting.get(c)
+            if ev is None:
+                ev = self.waiting[c] = self.env.event()
+            yield ev
+        stall[TENSOR] += self.env.now - start
+
+    def pass_on(self) -> None:
+        self.turn += 1
+        ev = self.waiting.pop(self.turn % self.consumers, None)
+        if ev is not None:
+            ev.succeed()
+
+
 class _Ring:
     """One circular buffer of a warp-specialized loop: `stages` slots of some of the
     iteration's tiles, refilled by the producer when every consumer has released a slot."""
@@ -392,6 +428,33 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
     streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
                if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
 
+    turns = _Turns(env, n_consumers)
+
+    def gemm_work(ops, c):
+        """(SM tensor work, the consumer's own stream work) of a GEMM group's ops."""
+        w = sum(_work(op, ctx.mma) for op in ops) * share
+        ws = (sum(ctx.mma.stream_work(op) for op in ops) * share
+              if streams[c] is not None else 0.0)
+        return w, ws
+
+    def issue_in_turn(c, works, stall):
+        """Wait for the consumer's turn, issue the GEMMs (in order on the SM's tensor server
+        and the consumer's stream), pass the turn on; their finish times."""
+        yield from turns.wait(c, stall)
+        now, done = env.now, []
+        for w, ws in works:
+            f = ctx.units.tensor.reserve(now, w)[1]
+            if streams[c] is not None:
+                f = max(f, streams[c].reserve(now, ws)[1])
+            done.append(f)
+        turns.pass_on()
+        return done
+
+    def wait_until(t, stall):
+        if t > env.now:
+            stall[TENSOR] += t - env.now
+            yield env.timeout(t - env.now)
+
     def plain_consumer(c: int, all_tiles: _Ring):
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
@@ -402,57 +465,60 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
             all_tiles.release(j)
 
     def plain_split_consumer(c: int, first: _Ring, others: _Ring):
-        """No intra overlap, K and V in rings of their own: K's slot is released after GEMM0."""
+        """No intra overlap, K and V in rings of their own: S_j issued (in turn), waited for,
+        K's slot released; softmax_j, the O rescale and P_j; P_j V_j issued (in turn),
+        waited for, V's slot released (fa3_fwd.cu without FA3_INTRA_OVERLAP)."""
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
         gemm0, after = split
+        soft, post, gemm1 = _softmax_split(after)
+        w0, w1 = gemm_work(gemm0, c), gemm_work(gemm1, c)
         for j in range(n):
             yield from first.wait(j, stall)
             my_vars[var] = value(j)
-            yield from run_ops(ctx, gemm0, my_vars, share, stall, c == 0, streams[c])
+            done = yield from issue_in_turn(c, (w0,), stall)
+            yield from wait_until(done[0], stall)
             first.release(j)
+            yield from run_ops(ctx, soft + post, my_vars, share, stall, c == 0, streams[c])
             yield from others.wait(j, stall)
-            yield from run_ops(ctx, after, my_vars, share, stall, c == 0, streams[c])
+            done = yield from issue_in_turn(c, (w1,), stall)
+            yield from wait_until(done[0], stall)
             others.release(j)
 
     def overlap_consumer(c: int, first: _Ring, others: _Ring):
+        """FA-3's intra-warpgroup overlap as its kernels run it: at step j the consumer issues
+        S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} together (in turn), waits for S_j, runs
+        softmax_j while P_{j-1} V_{j-1} runs, waits for that, then rescales O and converts
+        P_j; the last P V after the loop (fa3_fwd.cu; flash-attention's IntraWGOverlap)."""
         stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
         my_vars = dict(env_vars)
         gemm0, after = split
-        gemm0_work = sum(_work(op, ctx.mma) for op in gemm0) * share
-        tensor, stream = ctx.units.tensor, streams[c]
-        gemm0_stream = (sum(ctx.mma.stream_work(op) for op in gemm0) * share
-                        if stream is not None else 0.0)
+        soft, post, gemm1 = _softmax_split(after)
+        w0, w1 = gemm_work(gemm0, c), gemm_work(gemm1, c)
 
-        def reserve_gemm0(now):
-            s, f = tensor.reserve(now, gemm0_work)
-            if stream is not None:
-                f = max(f, stream.reserve(now, gemm0_stream)[1])
-            return s, f
-        yield from first.wait(0, stall)
-        now = env.now
-        s, f = reserve_gemm0(now)
-        stall[TENSOR] += s - now
-        yield env.timeout(f - now)
-        if not together:
-            first.release(0)
-        for j in range(n):
-            next_done = None
-            if j + 1 < n:                      # GEMM0 of j+1 runs under softmax of j
-                yield from first.wait(j + 1, stall)
-                _, next_done = reserve_gemm0(env.now)
-            yield from others.wait(j, stall)
-            my_vars[var] = value(j)
-            yield from run_ops(ctx, after, my_vars, share, stall, c == 0, stream)
+        def release_v(j):
             others.release(j)
             if together:                       # K_j's slot goes back with V_j's
                 first.release(j)
-            if next_done is not None:
-                if next_done > env.now:
-                    stall[TENSOR] += next_done - env.now
-                    yield env.timeout(next_done - env.now)
-                if not together:
-                    first.release(j + 1)
+        for j in range(n):
+            yield from first.wait(j, stall)
+            if j:
+                yield from others.wait(j - 1, stall)
+            done = yield from issue_in_turn(c, (w0, w1) if j else (w0,), stall)
+            yield from wait_until(done[0], stall)            # S_j
+            if not together:
+                first.release(j)
+            my_vars[var] = value(j)
+            yield from run_ops(ctx, soft, my_vars, share, stall, c == 0, streams[c])
+            if j:
+                yield from wait_until(done[1], stall)        # P_{j-1} V_{j-1}
+                release_v(j - 1)
+            yield from run_ops(ctx, post, my_vars, share, stall, c == 0, streams[c])
+        if n:
+            yield from others.wait(n - 1, stall)
+            done = yield from issue_in_turn(c, (w1,), stall)
+            yield from wait_until(done[0], stall)
+            release_v(n - 1)
 
     if split is None or (not pipe.intra_overlap and together):
         tiles = ring(loads)
