@@ -19,11 +19,14 @@ the fast mode's micro-simulations (a few CTAs of one SM, expected memory behind 
   every consumer warpgroup has finished the iteration that held it, and
   `consumer_warpgroups` consumers that each run 1/W of every Mma/Exp/Alu of the iteration
   (one row slab each) on the shared SM units, so one consumer's softmax runs while another's
-  GEMMs hold the tensor cores (ping-pong). With `intra_overlap`, a consumer whose iteration is
-  [GEMM0, softmax, GEMM1...] issues GEMM0 of iteration j+1 asynchronously before the softmax
-  of iteration j, and waits for it only after GEMM1 of iteration j; the iteration's first
-  load (K, read by GEMM0) then has a ring of its own, released after GEMM0 (FA-3's separate
-  K and V pipelines).
+  GEMMs hold the tensor cores (ping-pong); the consumers issue their GEMM groups in turn,
+  consumer 0 first (_Turns: FA-3's named barriers). With `intra_overlap`, a consumer whose
+  iteration is [GEMM0, softmax, GEMM1] issues GEMM0 of iteration j with GEMM1 of iteration
+  j − 1, waits for GEMM0, runs the softmax of iteration j (up to its last Exp) while that
+  GEMM1 runs, waits for it, then runs the rest (the O rescale, P's conversion); the last
+  GEMM1 after the loop (fa3_fwd.cu, flash-attention's IntraWGOverlap mainloop). The
+  iteration's first load (K, read by GEMM0) then has a ring of its own, released after
+  GEMM0 (FA-3's separate K and V pipelines).
 - Loops without loads, or with nested loops, run their iterations one after another.
 
 Stall accounting (`ctx.stall`, seconds the CTA's first thread was blocked): [memory, tensor
