@@ -1,6 +1,10 @@
 """A lone CTA of the project's FA-3 kernel against its untraced %globaltimer stamps (first
 entry to the last consumer's last store, measurements/h200/o_store/cta_phases_h200*.json):
-the setup, the per-consumer wgmma streams and the kernel's own O-store figure together."""
+the setup, the per-consumer wgmma streams and the kernel's own O-store figure together.
+Caveat (measurements/h200/q_latency/README.md): those runs launched one input set twelve
+times, so the lone head's Q, K and V were L2-resident (its Q lands 512 ns after the copy is
+issued), while the model starts from a cold L2 (its Q waits ~650 ns): the model's lone CTA
+carries ~150-200 ns of DRAM latency the stamped one did not."""
 import importlib.util
 import json
 from pathlib import Path
