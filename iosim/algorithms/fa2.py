@@ -47,6 +47,13 @@ REG_OVERHEAD = 40  # addresses, loop state, softmax statistics: registers beyond
 KERNELS = ("iosim", "flash-attn", "torch-flash")
 # kernels whose loops run downwards (flash-attention's)
 DOWNWARD_KERNELS = ("flash-attn", "torch-flash")
+# kernels whose forward holds one K and one V tile in shared memory, not `stages` buffers of
+# both: flash-attention's (kernel_traits.h: kSmemSize = kSmemQSize + kSmemKVSize, the KV part
+# one kBlockN x d tile each of K and V; flash_fwd_kernel.h overlaps V_j's copy with S_j and
+# K_{j+1}'s with the softmax and P V_j instead). Its launch rules count on it:
+# run_mha_fwd_hdim256 takes 64 x 64 on the H100 "(96KB smem) since then we can get 2 CTAs
+# per SM" (flash_fwd_launch_template.h).
+SINGLE_KV_BUFFER_KERNELS = ("flash-attn", "torch-flash")
 # what torch's flash backward copies before flash-attention's kernels run ("torch-flash")
 TORCH_COPIES = ("O", "dO")
 COPY_ELEMENTS_PER_CTA = 128 * 4   # at::elementwise_kernel<128, 4>: threads x elements each
@@ -146,9 +153,11 @@ BWD_DS_BARRIER_CYCLES = 139.0
 
 
 # ---- resources ------------------------------------------------------------------------
-def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
-    """Q tile + `stages` buffers of (K tile + V tile)."""
-    return (t.block_q * d + t.stages * 2 * t.block_kv * d) * eb
+def fwd_smem_bytes(t: Tiling, d: int, eb: int, kernel: str = "iosim") -> int:
+    """Q tile + `stages` buffers of (K tile + V tile); one of each for the kernels in
+    SINGLE_KV_BUFFER_KERNELS."""
+    kv_buffers = 1 if kernel in SINGLE_KV_BUFFER_KERNELS else t.stages
+    return (t.block_q * d + kv_buffers * 2 * t.block_kv * d) * eb
 
 
 def fwd_registers(t: Tiling, d: int) -> int:
@@ -299,7 +308,7 @@ def forward_kernels(problem, t: Tiling, kernel: str = "iosim") -> tuple:
     downward = kernel in DOWNWARD_KERNELS
     mask = mask_phase_cycles("fa2_fwd", t, d) if kernel == "iosim" else 0.0
     return (q_block_kernel(
-        "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb), fwd_registers(t, d),
+        "fa2_fwd", problem, t, fwd_smem_bytes(t, d, eb, kernel), fwd_registers(t, d),
         lambda b, h, i: fwd_program(problem, t, b, h, i, o_layout, downward,
                                     mask_cycles_per_element=mask),
         Pipeline(stages=t.stages, mma_instruction="mma_sync",
