@@ -406,18 +406,127 @@ class _Ring:
             yield env.timeout(r - env.now)
 
 
+class _Consumers:
+    """The consumer warpgroups of one warp-specialized loop: each runs 1/W of every op of the
+    iteration (`share`) on the SM's shared units and its own wgmma stream, issuing its GEMM
+    groups in turn with the others (_Turns)."""
+
+    def __init__(self, ctx, loop: Loop, rest, env_vars: dict, split, together: bool,
+                 n_consumers: int):
+        self.ctx, self.rest, self.env_vars, self.split = ctx, rest, env_vars, split
+        self.var, self.value, self.n = loop.var, loop.value, loop.count
+        self.together, self.share = together, 1.0 / n_consumers
+        # each consumer warpgroup's own wgmma stream (machine.wgmma_stream_fraction)
+        self.streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
+                        if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
+        self.turns = _Turns(ctx.env, n_consumers)
+
+    def _stall(self, c: int) -> list:
+        return self.ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
+
+    def gemm_work(self, ops, c: int) -> tuple:
+        """(SM tensor work, the consumer's own stream work) of a GEMM group's ops."""
+        mma = self.ctx.mma
+        w = sum(_work(op, mma) for op in ops) * self.share
+        ws = (sum(mma.stream_work(op) for op in ops) * self.share
+              if self.streams[c] is not None else 0.0)
+        return w, ws
+
+    def issue_in_turn(self, c: int, works, stall: list):
+        """Wait for the consumer's turn, issue the GEMMs (in order on the SM's tensor server
+        and the consumer's stream), pass the turn on; their finish times."""
+        yield from self.turns.wait(c, stall)
+        now, done, stream = self.ctx.env.now, [], self.streams[c]
+        for w, ws in works:
+            f = self.ctx.units.tensor.reserve(now, w)[1]
+            if stream is not None:
+                f = max(f, stream.reserve(now, ws)[1])
+            done.append(f)
+        self.turns.pass_on()
+        return done
+
+    def wait_until(self, t: float, stall: list):
+        env = self.ctx.env
+        if t > env.now:
+            stall[TENSOR] += t - env.now
+            yield env.timeout(t - env.now)
+
+    def plain(self, c: int, all_tiles: _Ring):
+        """No split: the whole iteration's ops in order, one ring for every tile."""
+        stall, my_vars = self._stall(c), dict(self.env_vars)
+        for j in range(self.n):
+            yield from all_tiles.wait(j, stall)
+            my_vars[self.var] = self.value(j)
+            yield from run_ops(self.ctx, self.rest, my_vars, self.share, stall, c == 0,
+                               self.streams[c])
+            all_tiles.release(j)
+
+    def plain_split(self, c: int, first: _Ring, others: _Ring):
+        """No intra overlap, K and V in rings of their own: S_j issued (in turn), waited for,
+        K's slot released; softmax_j, the O rescale and P_j; P_j V_j issued (in turn),
+        waited for, V's slot released (fa3_fwd.cu without FA3_INTRA_OVERLAP)."""
+        stall, my_vars = self._stall(c), dict(self.env_vars)
+        gemm0, after = self.split
+        soft, post, gemm1 = _softmax_split(after)
+        w0, w1 = self.gemm_work(gemm0, c), self.gemm_work(gemm1, c)
+        for j in range(self.n):
+            yield from first.wait(j, stall)
+            my_vars[self.var] = self.value(j)
+            done = yield from self.issue_in_turn(c, (w0,), stall)
+            yield from self.wait_until(done[0], stall)
+            first.release(j)
+            yield from run_ops(self.ctx, soft + post, my_vars, self.share, stall, c == 0,
+                               self.streams[c])
+            yield from others.wait(j, stall)
+            done = yield from self.issue_in_turn(c, (w1,), stall)
+            yield from self.wait_until(done[0], stall)
+            others.release(j)
+
+    def overlap(self, c: int, first: _Ring, others: _Ring):
+        """FA-3's intra-warpgroup overlap as its kernels run it: at step j the consumer issues
+        S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} together (in turn), waits for S_j, runs
+        softmax_j while P_{j-1} V_{j-1} runs, waits for that, then rescales O and converts
+        P_j; the last P V after the loop (fa3_fwd.cu; flash-attention's IntraWGOverlap)."""
+        stall, my_vars, n = self._stall(c), dict(self.env_vars), self.n
+        gemm0, after = self.split
+        soft, post, gemm1 = _softmax_split(after)
+        w0, w1 = self.gemm_work(gemm0, c), self.gemm_work(gemm1, c)
+
+        def release_v(j):
+            others.release(j)
+            if self.together:                  # K_j's slot goes back with V_j's
+                first.release(j)
+        for j in range(n):
+            yield from first.wait(j, stall)
+            if j:
+                yield from others.wait(j - 1, stall)
+            done = yield from self.issue_in_turn(c, (w0, w1) if j else (w0,), stall)
+            yield from self.wait_until(done[0], stall)       # S_j
+            if not self.together:
+                first.release(j)
+            my_vars[self.var] = self.value(j)
+            yield from run_ops(self.ctx, soft, my_vars, self.share, stall, c == 0, self.streams[c])
+            if j:
+                yield from self.wait_until(done[1], stall)   # P_{j-1} V_{j-1}
+                release_v(j - 1)
+            yield from run_ops(self.ctx, post, my_vars, self.share, stall, c == 0, self.streams[c])
+        if n:
+            yield from others.wait(n - 1, stall)
+            done = yield from self.issue_in_turn(c, (w1,), stall)
+            yield from self.wait_until(done[0], stall)
+            release_v(n - 1)
+
+
 def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
-    """Producer + consumers. With `separate_kv_release` (default) the first load of the
-    iteration (K, read by GEMM0) and the others (V, read by the last GEMM) have separate
-    rings, as FA-3's K and V pipelines: a K slot is released as soon as every consumer's
-    GEMM0 on it has finished, with or without intra_overlap. Without it one stage holds both
-    and is released after the last GEMM (with intra_overlap that needs 2 stages: K_{j+1} is
-    waited for before V_j's GEMM releases the stage)."""
+    """Producer + consumers (_Consumers). With `separate_kv_release` (default) the first load
+    of the iteration (K, read by GEMM0) and the others (V, read by the last GEMM) have
+    separate rings, as FA-3's K and V pipelines: a K slot is released as soon as every
+    consumer's GEMM0 on it has finished, with or without intra_overlap. Without it one stage
+    holds both and is released after the last GEMM (with intra_overlap that needs 2 stages:
+    K_{j+1} is waited for before V_j's GEMM releases the stage)."""
     env, pipe = ctx.env, ctx.pipe
-    var, value, n = loop.var, loop.value, loop.count
     n_consumers = max(1, pipe.consumer_warpgroups)
     stages = max(1, pipe.stages)
-    share = 1.0 / n_consumers
     split = _overlap_split(rest)
     separate = getattr(pipe, "separate_kv_release", True) and split is not None and len(loads) > 1
     together = not separate
@@ -425,119 +534,19 @@ def _run_warp_specialized(ctx, loop: Loop, loads, rest, env_vars: dict):
         raise ValueError("intra_overlap with K and V released together needs 2 stages")
 
     def ring(group):
-        return _Ring(ctx, group, var, value, n, stages, n_consumers, env_vars)
+        return _Ring(ctx, group, loop.var, loop.value, loop.count, stages, n_consumers, env_vars)
 
-    # each consumer warpgroup's own wgmma stream (machine.wgmma_stream_fraction)
-    streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
-               if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
-
-    turns = _Turns(env, n_consumers)
-
-    def gemm_work(ops, c):
-        """(SM tensor work, the consumer's own stream work) of a GEMM group's ops."""
-        w = sum(_work(op, ctx.mma) for op in ops) * share
-        ws = (sum(ctx.mma.stream_work(op) for op in ops) * share
-              if streams[c] is not None else 0.0)
-        return w, ws
-
-    def issue_in_turn(c, works, stall):
-        """Wait for the consumer's turn, issue the GEMMs (in order on the SM's tensor server
-        and the consumer's stream), pass the turn on; their finish times."""
-        yield from turns.wait(c, stall)
-        now, done = env.now, []
-        for w, ws in works:
-            f = ctx.units.tensor.reserve(now, w)[1]
-            if streams[c] is not None:
-                f = max(f, streams[c].reserve(now, ws)[1])
-            done.append(f)
-        turns.pass_on()
-        return done
-
-    def wait_until(t, stall):
-        if t > env.now:
-            stall[TENSOR] += t - env.now
-            yield env.timeout(t - env.now)
-
-    def plain_consumer(c: int, all_tiles: _Ring):
-        stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
-        my_vars = dict(env_vars)
-        for j in range(n):
-            yield from all_tiles.wait(j, stall)
-            my_vars[var] = value(j)
-            yield from run_ops(ctx, rest, my_vars, share, stall, c == 0, streams[c])
-            all_tiles.release(j)
-
-    def plain_split_consumer(c: int, first: _Ring, others: _Ring):
-        """No intra overlap, K and V in rings of their own: S_j issued (in turn), waited for,
-        K's slot released; softmax_j, the O rescale and P_j; P_j V_j issued (in turn),
-        waited for, V's slot released (fa3_fwd.cu without FA3_INTRA_OVERLAP)."""
-        stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
-        my_vars = dict(env_vars)
-        gemm0, after = split
-        soft, post, gemm1 = _softmax_split(after)
-        w0, w1 = gemm_work(gemm0, c), gemm_work(gemm1, c)
-        for j in range(n):
-            yield from first.wait(j, stall)
-            my_vars[var] = value(j)
-            done = yield from issue_in_turn(c, (w0,), stall)
-            yield from wait_until(done[0], stall)
-            first.release(j)
-            yield from run_ops(ctx, soft + post, my_vars, share, stall, c == 0, streams[c])
-            yield from others.wait(j, stall)
-            done = yield from issue_in_turn(c, (w1,), stall)
-            yield from wait_until(done[0], stall)
-            others.release(j)
-
-    def overlap_consumer(c: int, first: _Ring, others: _Ring):
-        """FA-3's intra-warpgroup overlap as its kernels run it: at step j the consumer issues
-        S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} together (in turn), waits for S_j, runs
-        softmax_j while P_{j-1} V_{j-1} runs, waits for that, then rescales O and converts
-        P_j; the last P V after the loop (fa3_fwd.cu; flash-attention's IntraWGOverlap)."""
-        stall = ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
-        my_vars = dict(env_vars)
-        gemm0, after = split
-        soft, post, gemm1 = _softmax_split(after)
-        w0, w1 = gemm_work(gemm0, c), gemm_work(gemm1, c)
-
-        def release_v(j):
-            others.release(j)
-            if together:                       # K_j's slot goes back with V_j's
-                first.release(j)
-        for j in range(n):
-            yield from first.wait(j, stall)
-            if j:
-                yield from others.wait(j - 1, stall)
-            done = yield from issue_in_turn(c, (w0, w1) if j else (w0,), stall)
-            yield from wait_until(done[0], stall)            # S_j
-            if not together:
-                first.release(j)
-            my_vars[var] = value(j)
-            yield from run_ops(ctx, soft, my_vars, share, stall, c == 0, streams[c])
-            if j:
-                yield from wait_until(done[1], stall)        # P_{j-1} V_{j-1}
-                release_v(j - 1)
-            yield from run_ops(ctx, post, my_vars, share, stall, c == 0, streams[c])
-        if n:
-            yield from others.wait(n - 1, stall)
-            done = yield from issue_in_turn(c, (w1,), stall)
-            yield from wait_until(done[0], stall)
-            release_v(n - 1)
-
-    if split is None or (not pipe.intra_overlap and together):
-        tiles = ring(loads)
-    else:
-        first, others = ring(loads[:1]), ring(loads[1:])
+    consumers = _Consumers(ctx, loop, rest, env_vars, split, together, n_consumers)
+    one_ring = split is None or (not pipe.intra_overlap and together)
+    rings = (ring(loads),) if one_ring else (ring(loads[:1]), ring(loads[1:]))
     # the rings issued the first tiles; the consumers first wait for the prologue's loads
     # issued with them (issue_prologue_with_loop: Q_i)
     if ctx.prologue_ready_s > env.now:
         ctx.stall[MEM] += ctx.prologue_ready_s - env.now
         yield env.timeout(ctx.prologue_ready_s - env.now)
     ctx.prologue_ready_s = -1.0
-    if split is None or (not pipe.intra_overlap and together):
-        procs = [env.process(plain_consumer(c, tiles)) for c in range(n_consumers)]
-    elif pipe.intra_overlap:
-        procs = [env.process(overlap_consumer(c, first, others)) for c in range(n_consumers)]
-    else:
-        procs = [env.process(plain_split_consumer(c, first, others)) for c in range(n_consumers)]
+    run = (consumers.plain if one_ring else
+           consumers.overlap if pipe.intra_overlap else consumers.plain_split)
+    procs = [env.process(run(c, *rings)) for c in range(n_consumers)]
     for p in procs:
         yield p
