@@ -156,3 +156,16 @@ def test_class_shape_walk_places_the_same_accesses_as_walking_each_program(algo,
     assert len(new.out) == len(ref.out) > 0
     assert _named(new) == _named(ref)
     assert new.streams == ref.streams
+
+
+def test_a_cta_whose_segment_differs_from_its_class_shape_is_refused():
+    """walk_cta walks a class's plain segments by the positions of its loads and stores: a CTA
+    given as of that class with a segment of another length is an error, not a silent walk."""
+    from iosim.schedule import Alu, Load, Store
+    sampler = AccessSampler(1)
+    sampler.walk_cta(0, 0, [(Load("Q", (0, 0), 64, 64, 8192), Alu("x", 64),
+                             Store("O", (0, 0), 64, 64, 8192))], 1, cls=0)
+    assert sampler.keys == [("Q", 0, 0), ("O", 0, 0)]
+    with pytest.raises(ValueError, match="a segment of 2 items where its class has 3"):
+        sampler.walk_cta(0, 1, [(Load("Q", (0, 1), 64, 64, 8192),
+                                 Store("O", (0, 1), 64, 64, 8192))], 1, cls=0)
