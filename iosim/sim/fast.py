@@ -96,14 +96,15 @@ class KernelRows:
         hit = self.marks.get(cta)
         if hit is not None:
             return hit
-        for rep, by_residue in zip(self.repeats, self._residues()):
-            source = by_residue.get(cta % rep.cta_step)
+        for rep, by_residue in zip(self.repeats, self._by_residue or self._residues()):
+            step = rep.cta_step
+            source = by_residue.get(cta % step)
             if source is not None:
-                k = (cta - source) // rep.cta_step
+                k = (cta - source) // step
                 if 1 <= k <= rep.times:
                     start, ends = self.marks[source]
                     dt = k * rep.time_step_s
-                    return start + dt, tuple(e + dt for e in ends)
+                    return start + dt, tuple([e + dt for e in ends])
         raise KeyError(cta)
 
     def _residues(self) -> list:

@@ -414,7 +414,7 @@ def group_times(placed, t0s: list, dts: list) -> None:
         t0 = start_s
         for t1, n in zip(seg_ends, ticks):
             push_t0(t0)
-            push_dt((t1 - t0) / max(n, 1))
+            push_dt((t1 - t0) / (n if n > 1 else 1))
             t0 = t1
 
 
