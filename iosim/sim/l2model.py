@@ -321,13 +321,14 @@ class AccessSampler:
         (pipeline.issue_lead iterations early). A tile that moves with the loop along its
         last coordinate: none of its iterations sampled (known from the row's salt), or its
         sampled iterations, arithmetically (_last_sampled), memoised: the CTAs (or outer
-        iterations) that read one tile row, a head's K and V, walk it alike."""
+        iterations) that read one tile row, a head's K and V, walk it alike. An op's stream is
+        looked up once it has a sampled access (the streams' numbering is their order of
+        first sampled access; the replay counts them by (kernel, tensor, cohort))."""
         start, step, count = item.start, item.step, item.count
         body, R = item.body, self.ratio
         lo = item.lowest
         for site in sites:
             op = body[site.index]
-            sid = self.stream(op.tensor)
             if site.moves == MOVES_LAST:
                 coord = op.coord
                 head = (op.tensor,) + (coord[:-1] if site.literal else tuple(
@@ -342,7 +343,8 @@ class AccessSampler:
                 keys, js = hit
                 if keys:
                     self.keys.extend(keys)
-                    self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+                    self.metas.extend([(op.bytes, site.code, self.stream(op.tensor))]
+                                      * len(keys))
                     self.runs.append((g, pos + site.index, body_ticks, js))
                 continue
             if site.moves == MOVES_INNER:
@@ -355,7 +357,7 @@ class AccessSampler:
                 continue
             ahead, idx = site.ahead, site.index
             self.keys.extend(keys)
-            self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+            self.metas.extend([(op.bytes, site.code, self.stream(op.tensor))] * len(keys))
             self.runs.append((g, None, None, [
                 pos + (j if j > 0 else 0) * body_ticks + idx
                 for j in [(v - start) * step - ahead for v in values]]))
