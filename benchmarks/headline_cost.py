@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", action="store_true",
                     help="write each interpreter's iosim bytecode first (compileall)")
     a = ap.parse_args(argv)
-    pythons = dict(p.split("=", 1) for p in a.python) or {"this": sys.executable}
+    pythons = {lab: os.path.abspath(py) if os.sep in py else py     # the children run elsewhere
+               for lab, py in (p.split("=", 1) for p in a.python)} or {"this": sys.executable}
     walls = {(lab, c): [] for lab in pythons for c in COMMANDS}
     cpus = {(lab, c): [] for lab in pythons for c in COMMANDS}
     for lab, py in pythons.items():
@@ -91,11 +92,12 @@ def main(argv=None) -> int:
                 cpus[lab, c].append(u)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
           f"median of {a.repeats}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}")
-    print(f"{'command':<28} {'build':<8} {'wall s':>7} {'CPU s':>7}   walls")
+    width = max(8, *(len(lab) for lab in pythons))
+    print(f"{'command':<28} {'build':<{width}} {'wall s':>7} {'CPU s':>7}   walls")
     for c in COMMANDS:
         for lab in pythons:
             w, u = walls[lab, c], cpus[lab, c]
-            print(f"{c:<28} {lab:<8} {statistics.median(w):7.3f} {statistics.median(u):7.3f}"
+            print(f"{c:<28} {lab:<{width}} {statistics.median(w):7.3f} {statistics.median(u):7.3f}"
                   f"   {' '.join(f'{x:.2f}' for x in w)}")
     return 0
 
