@@ -5,11 +5,12 @@ figures (a GPU file, a derived spec's) is checked here against the fields' types
 plausible ranges and the sources rule (`_checked`); one that passes is taken as it is, ints
 widened to float where the field is a float. Any other mapping (a key missing or unknown, a
 string for a number, a figure out of bounds) goes to the pydantic models of the same fields
-(hardware_schema.py), which coerce what they accept and word the error. Importing pydantic
-takes ~0.13 s on the project's 2-core machine, more than the rest of `iosim run`'s imports
-(benchmarks/results/headline_cost.txt), so a well-formed file does not pay for it. The
-models keep pydantic's API where iosim uses it: model_dump, model_copy, model_validate,
-model_dump_json, model_validate_json, model_fields.
+(hardware_schema.py), which coerce what they accept and word the error. Importing pydantic's
+models takes ~0.13 s on the project's 2-core machine (`python -c "from pydantic import
+BaseModel, Field, ..."` 0.17 s against 0.04 s for `python -c pass`, medians of 7), a third of
+the headline `iosim run` (benchmarks/results/headline_cost.txt), so a well-formed file does
+not pay for it. The specs keep pydantic's API where iosim uses it: model_dump, model_copy,
+model_validate, model_dump_json, model_validate_json, model_fields.
 """
 from __future__ import annotations
 
