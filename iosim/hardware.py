@@ -134,7 +134,8 @@ class _Spec:
         kw = {}
         for name, v in dump.items():
             kind = _rules(cls)[name][0]
-            kw[name] = kind._built(v) if issubclass(kind, _Spec) and v is not None else v
+            spec = kind is not None and issubclass(kind, _Spec) and v is not None
+            kw[name] = kind._built(v) if spec else v
         return cls(**kw)
 
     def _problem(self) -> str | None:
@@ -406,16 +407,17 @@ _RULES: dict = {}
 
 def _rules(cls) -> dict:
     """name → (kind, optional, bounds, required) of a spec class's fields; kind: int, float,
-    bool, str, dict (the sources) or a spec class."""
+    bool, str, dict (the sources), a spec class, or None for any other annotation (a mapping
+    with that field is left to the pydantic models)."""
     rules = _RULES.get(cls)
     if rules is None:
         kinds = {"int": int, "float": float, "bool": bool, "str": str, "dict[str, str]": dict,
                  **{c.__name__: c for c in (TensorRates, PowerCappedClock, Features)}}
         rules = {}
         for f in dataclasses.fields(cls):
-            t = f.type
+            t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
             optional = t.startswith("Optional[")
-            kind = kinds[t[len("Optional["):-1] if optional else t]
+            kind = kinds.get(t[len("Optional["):-1] if optional else t)
             rules[f.name] = (kind, optional, f.metadata, f.default is dataclasses.MISSING)
         _RULES[cls] = rules
     return rules
@@ -425,9 +427,11 @@ def _value(name: str, rule: tuple, v, plausible: bool):
     """The field's value if v passes its rule as it is (ints widened for float fields), else
     _BAD (the pydantic models then decide)."""
     kind, optional, bounds, _ = rule
+    if kind is None:
+        return _BAD
     if v is None:
         return None if optional else _BAD
-    if isinstance(kind, type) and issubclass(kind, _Spec):
+    if issubclass(kind, _Spec):
         return _checked(kind, v, plausible) or _BAD
     t = type(v)
     if kind is float:

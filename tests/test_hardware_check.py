@@ -114,3 +114,20 @@ def test_json_round_trip_and_copy_keep_the_spec():
 def test_plausible_ranges_cover_only_known_figures():
     known = set(GpuSpec.model_fields) | set(hardware.TensorRates.model_fields)
     assert set(PLAUSIBLE) <= known
+
+
+def test_a_field_of_another_type_leaves_the_check_to_pydantic():
+    """A spec field whose annotation the fast check has no rule for (here a tuple of ints) is
+    not guessed at: a mapping with it goes to the pydantic models, which validate it."""
+    import dataclasses
+    from typing import Optional  # noqa: F401  (the annotation below names it)
+
+    @hardware._spec
+    class Probe(hardware._Spec):
+        n: int = hardware._figure(gt=0)
+        shape: "tuple[int, int]" = hardware._figure((1, 1))
+
+    assert hardware._rules(Probe)["shape"][0] is None
+    assert hardware._checked(Probe, {"n": 3}, False) == Probe(n=3)
+    assert hardware._checked(Probe, {"n": 3, "shape": (2, 4)}, False) is None
+    assert dataclasses.fields(Probe)[1].default == (1, 1)
