@@ -120,7 +120,6 @@ def test_a_field_of_another_type_leaves_the_check_to_pydantic():
     """A spec field whose annotation the fast check has no rule for (here a tuple of ints) is
     not guessed at: a mapping with it goes to the pydantic models, which validate it."""
     import dataclasses
-    from typing import Optional  # noqa: F401  (the annotation below names it)
 
     @hardware._spec
     class Probe(hardware._Spec):
