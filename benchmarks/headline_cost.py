@@ -8,7 +8,13 @@ CPU seconds (user + system of the child, from os.wait4) are printed. With `--pyt
 installed, alternated so that the load of a shared machine falls on every one alike: the
 before/after figures of one run.
 
-    python benchmarks/headline_cost.py [--repeats 5] [--python before=/tmp/base/bin/python ...]
+Bytecode: an editable checkout run with PYTHONDONTWRITEBYTECODE=1 (this project's machine sets
+it) compiles every iosim module at every start (~0.06 s of the headline); a regular install
+(`pip install .`) has its .pyc files written at install. `--compile` writes them for each
+interpreter's iosim first (compileall), so that a checkout is measured as an install runs; the
+header says, per interpreter, whether its iosim has cached bytecode.
+
+    python benchmarks/headline_cost.py [--repeats 5] [--compile] [--python before=/tmp/base/bin/python ...]
 
 Its output is committed in benchmarks/results/headline_cost.txt.
 """
@@ -29,6 +35,19 @@ COMMANDS = {
     "compare --seq 32768": ["compare", "--gpu", "h100", "--seq", "32768"],
     "run --seq 4096": ["run", "--gpu", "h100", "--seq", "4096"],
 }
+
+
+# the interpreter's iosim package, and whether every module of it has fresh cached bytecode
+WHERE = """
+import importlib.util, os, pathlib, iosim
+root = pathlib.Path(iosim.__file__).parent
+def fresh(src):
+    pyc = importlib.util.cache_from_source(str(src))
+    return os.path.exists(pyc) and os.path.getmtime(pyc) >= os.path.getmtime(src)
+print(iosim.__file__, all(fresh(p) for p in root.rglob("*.py")))
+"""
+COMPILE = ("import compileall, pathlib, iosim; "
+           "compileall.compile_dir(str(pathlib.Path(iosim.__file__).parent), quiet=1)")
 
 
 def cost(python: str, args: list) -> tuple:
@@ -52,14 +71,19 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--python", action="append", default=[], metavar="LABEL=PATH",
                     help="another interpreter to measure (default: this one, labelled 'this')")
+    ap.add_argument("--compile", action="store_true",
+                    help="write each interpreter's iosim bytecode first (compileall)")
     a = ap.parse_args(argv)
-    pythons = dict(p.split("=", 1) for p in a.python) or {"this": sys.executable}
+    pythons = {lab: os.path.abspath(py) if os.sep in py else py     # the children run elsewhere
+               for lab, py in (p.split("=", 1) for p in a.python)} or {"this": sys.executable}
     walls = {(lab, c): [] for lab in pythons for c in COMMANDS}
     cpus = {(lab, c): [] for lab in pythons for c in COMMANDS}
     for lab, py in pythons.items():
-        where = subprocess.run([py, "-c", "import iosim; print(iosim.__file__)"], cwd=EMPTY_DIR,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        print(f"# {lab}: {py} imports {where}")
+        if a.compile:
+            subprocess.run([py, "-c", COMPILE], cwd=EMPTY_DIR, check=True)
+        where, cached = subprocess.run([py, "-c", WHERE], cwd=EMPTY_DIR, capture_output=True,
+                                       text=True, check=True).stdout.split()
+        print(f"# {lab}: {py} imports {where} (bytecode cached: {cached})")
     for _ in range(a.repeats):
         for c, args in COMMANDS.items():
             for lab, py in pythons.items():      # alternated: the machine's load falls alike
@@ -68,11 +92,12 @@ def main(argv=None) -> int:
                 cpus[lab, c].append(u)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
           f"median of {a.repeats}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}")
-    print(f"{'command':<28} {'build':<8} {'wall s':>7} {'CPU s':>7}   walls")
+    width = max(8, *(len(lab) for lab in pythons))
+    print(f"{'command':<28} {'build':<{width}} {'wall s':>7} {'CPU s':>7}   walls")
     for c in COMMANDS:
         for lab in pythons:
             w, u = walls[lab, c], cpus[lab, c]
-            print(f"{c:<28} {lab:<8} {statistics.median(w):7.3f} {statistics.median(u):7.3f}"
+            print(f"{c:<28} {lab:<{width}} {statistics.median(w):7.3f} {statistics.median(u):7.3f}"
                   f"   {' '.join(f'{x:.2f}' for x in w)}")
     return 0
 

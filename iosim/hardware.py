@@ -1,12 +1,25 @@
-"""GpuSpec: one GPU's figures, each with its source, loaded from iosim/data/gpus/*.yaml."""
+"""GpuSpec: one GPU's figures, each with its source, loaded from iosim/data/gpus/*.yaml.
+
+The specs are frozen dataclasses whose fields carry their bounds (`_figure`). A mapping of
+figures (a GPU file, a derived spec's) is checked here against the fields' types and bounds, the
+plausible ranges and the sources rule (`_checked`); one that passes is taken as it is, ints
+widened to float where the field is a float. Any other mapping (a key missing or unknown, a
+string for a number, a figure out of bounds) goes to the pydantic models of the same fields
+(hardware_schema.py), which coerce what they accept and word the error. Importing pydantic's
+models takes ~0.13 s on the project's 2-core machine (`python -c "from pydantic import
+BaseModel, Field, ..."` 0.17 s against 0.04 s for `python -c pass`, medians of 7), a third of
+the headline `iosim run` (benchmarks/results/headline_cost.txt), so a well-formed file does
+not pay for it. The specs keep pydantic's API where iosim uses it: model_dump, model_copy,
+model_validate, model_dump_json, model_validate_json, model_fields.
+"""
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
-
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
 
 from .errors import IosimError
 from .paths import GPU_CONFIG_DIR
@@ -69,8 +82,8 @@ def _number(v):
     return v
 
 
-def _plausible(name: str, v, info: ValidationInfo):
-    if v is None or not (info.context or {}).get("plausible"):
+def _plausible(name: str, v, plausible: bool):
+    if v is None or not plausible:
         return v
     lo, hi = PLAUSIBLE.get(name, (None, None))
     if lo is not None and not lo <= v <= hi:
@@ -78,153 +91,198 @@ def _plausible(name: str, v, info: ValidationInfo):
     return v
 
 
-class TensorRates(BaseModel):
+def _figure(default=dataclasses.MISSING, **bounds):
+    """A field with its bounds (gt, ge, le: what pydantic's Field takes) in its metadata."""
+    return field(default=default, metadata=bounds)
+
+
+class _Spec:
+    """What the spec dataclasses share: pydantic's API where iosim uses it, and the check of a
+    mapping of figures (module docstring)."""
+
+    model_fields: dict = {}          # name → dataclasses.Field, set by _spec
+
+    def model_dump(self) -> dict:
+        return {f: (v.model_dump() if isinstance(v, _Spec) else dict(v) if isinstance(v, dict)
+                    else v) for f, v in ((f, getattr(self, f)) for f in self.model_fields)}
+
+    def model_dump_json(self) -> str:
+        return json.dumps(self.model_dump(), separators=(",", ":"))
+
+    def model_copy(self, update: dict | None = None):
+        """A copy with `update` applied, not validated (as pydantic's)."""
+        return dataclasses.replace(self, **(update or {}))
+
+    @classmethod
+    def model_validate(cls, data, context: dict | None = None):
+        """The spec of a mapping of figures; context {"plausible": True}: held to PLAUSIBLE.
+        Raises pydantic's ValidationError (a ValueError) for an invalid one."""
+        plausible = bool((context or {}).get("plausible"))
+        spec = _checked(cls, data, plausible)
+        if spec is not None:
+            return spec
+        from .hardware_schema import validate
+        return validate(cls, _as_mapping(data), plausible)
+
+    @classmethod
+    def model_validate_json(cls, text: str):
+        return cls.model_validate(json.loads(text))
+
+    @classmethod
+    def _built(cls, dump: dict):
+        """The spec of pydantic's validated dump (nested specs as mappings), unchecked."""
+        kw = {}
+        for name, v in dump.items():
+            kind = _rules(cls)[name][0]
+            spec = kind is not None and issubclass(kind, _Spec) and v is not None
+            kw[name] = kind._built(v) if spec else v
+        return cls(**kw)
+
+    def _problem(self) -> str | None:
+        """What the figures break beyond each one's own rule (None: nothing)."""
+        return None
+
+
+def _spec(cls):
+    cls = dataclass(frozen=True, kw_only=True)(cls)
+    cls.model_fields = {f.name: f for f in dataclasses.fields(cls)}
+    return cls
+
+
+def _as_mapping(data):
+    """data with every spec in it as a mapping (what the pydantic models take)."""
+    if isinstance(data, _Spec):
+        return data.model_dump()
+    if isinstance(data, dict):
+        return {k: _as_mapping(v) for k, v in data.items()}
+    return data
+
+
+
+
+@_spec
+class TensorRates(_Spec):
     """Dense tensor-core throughput in FLOP/s (no sparsity); null where the GPU lacks the type."""
 
-    model_config = ConfigDict(extra="forbid")
-    fp16: float = Field(gt=0)
-    bf16: float = Field(gt=0)
-    tf32: float = Field(gt=0)
-    fp8: Optional[float] = Field(default=None, gt=0)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _finite_number(cls, v):
-        return _number(v)
-
-    @field_validator("*")
-    @classmethod
-    def _in_range(cls, v, info: ValidationInfo):
-        return _plausible(info.field_name, v, info)
+    fp16: float = _figure(gt=0)
+    bf16: float = _figure(gt=0)
+    tf32: float = _figure(gt=0)
+    fp8: Optional[float] = _figure(None, gt=0)
 
 
-class PowerCappedClock(BaseModel):
+@_spec
+class PowerCappedClock(_Spec):
     """The SM clock a kernel holds at the board's power cap, as a line in the kernel's tensor-core
     FLOP rate: clock = clock_at_zero_tensor_rate_hz − clock_drop_hz_per_tensor_flop_per_s × rate,
     capped at the GPU's clock_hz (measured: iosim.measure.clocks)."""
 
-    model_config = ConfigDict(extra="forbid")
-    clock_at_zero_tensor_rate_hz: float = Field(gt=0)
-    clock_drop_hz_per_tensor_flop_per_s: float = Field(ge=0)
+    clock_at_zero_tensor_rate_hz: float = _figure(gt=0)
+    clock_drop_hz_per_tensor_flop_per_s: float = _figure(ge=0)
 
 
-class Features(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    async_copy: bool
-    tma: bool
-    wgmma: bool
+@_spec
+class Features(_Spec):
+    async_copy: bool = _figure()
+    tma: bool = _figure()
+    wgmma: bool = _figure()
 
 
-class GpuSpec(BaseModel):
+@_spec
+class GpuSpec(_Spec):
     """Figures of one GPU. Every numeric figure must name its source in `sources`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    short_name: str
-    sm_count: int = Field(gt=0)
-    clock_hz: float = Field(gt=0)
-    threads_per_sm_max: int = Field(gt=0)
-    ctas_per_sm_max: int = Field(gt=0)
-    registers_per_sm: int = Field(gt=0)
-    registers_per_thread_max: int = Field(gt=0)
-    shared_memory_per_sm_bytes: int = Field(gt=0)
-    shared_memory_per_block_bytes: int = Field(gt=0)
-    shared_memory_bandwidth_bytes_per_clock_per_sm: float = Field(gt=0)
-    l2_capacity_bytes: int = Field(gt=0)
-    l2_bandwidth_bytes_per_s: float = Field(gt=0)
-    l2_latency_s: float = Field(gt=0)
+    name: str = _figure()
+    short_name: str = _figure()
+    sm_count: int = _figure(gt=0)
+    clock_hz: float = _figure(gt=0)
+    threads_per_sm_max: int = _figure(gt=0)
+    ctas_per_sm_max: int = _figure(gt=0)
+    registers_per_sm: int = _figure(gt=0)
+    registers_per_thread_max: int = _figure(gt=0)
+    shared_memory_per_sm_bytes: int = _figure(gt=0)
+    shared_memory_per_block_bytes: int = _figure(gt=0)
+    shared_memory_bandwidth_bytes_per_clock_per_sm: float = _figure(gt=0)
+    l2_capacity_bytes: int = _figure(gt=0)
+    l2_bandwidth_bytes_per_s: float = _figure(gt=0)
+    l2_latency_s: float = _figure(gt=0)
     # chip-wide rate of fp32 atomic reductions (red.global.add.f32) into L2 in the layout a
     # schedule's `reduce` stores issue (machine.reduce_l2_cost); None: served as plain stores
-    l2_reduce_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    l2_reduce_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     # the same with a warp adding 128 contiguous bytes (Store.reduce_layout "coalesced")
-    l2_reduce_coalesced_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
-    dram_capacity_bytes: int = Field(gt=0)
+    l2_reduce_coalesced_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    dram_capacity_bytes: int = _figure(gt=0)
     # a copy's rate (bytes read + written over the time): what a kernel that reads and writes
     # alike streams at; machine.dram_write_cost derives the cost of a written byte from it
-    dram_bandwidth_bytes_per_s: float = Field(gt=0)
+    dram_bandwidth_bytes_per_s: float = _figure(gt=0)
     # a read-only stream's rate (the DRAM servers run at it); None: the copy's rate, and a
     # written byte costs what a read one does
-    dram_read_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
-    dram_latency_s: float = Field(gt=0)
+    dram_read_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    dram_latency_s: float = _figure(gt=0)
     # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
     # when an achievable rate is given
-    tensor_flops_per_s: TensorRates
+    tensor_flops_per_s: TensorRates = _figure()
     # achievable dense rate of the GPU's best MMA path (cuBLAS-class GEMM), measured or from a
     # published microbenchmark; the rate every prediction uses. None: the datasheet peak
-    tensor_flops_per_s_achievable: Optional[TensorRates] = None
+    tensor_flops_per_s_achievable: Optional[TensorRates] = _figure(None)
     # whether mma.sync's ldmatrix shared-memory operand reads overlap the MMAs (machine.MmaCost)
-    mma_sync_operands_overlap: bool = False
+    mma_sync_operands_overlap: bool = _figure(False)
     # mma.sync kernels: the fraction of the MMA warps' time on other work (the softmax's
     # exp/ALU time, their own copy issue) during which the SM's MMA stream does not advance,
     # with 1 and with 2 or more warps per SM sub-partition; None: only the elementwise
     # instructions' issue slots hold it (machine.MmaCost)
-    mma_sync_exposed_fraction_one_warp: Optional[float] = Field(default=None, ge=0, le=1)
-    mma_sync_exposed_fraction_two_warps: Optional[float] = Field(default=None, ge=0, le=1)
+    mma_sync_exposed_fraction_one_warp: Optional[float] = _figure(None, ge=0, le=1)
+    mma_sync_exposed_fraction_two_warps: Optional[float] = _figure(None, ge=0, le=1)
     # fp32 atomic reduction one SM gets alone, by layout (machine.reduce_sm_bytes_per_s);
     # None: reduce stores do not hold the issuing SM (only the L2 port serves them)
-    l2_reduce_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
-    l2_reduce_coalesced_sm_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    l2_reduce_sm_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    l2_reduce_coalesced_sm_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     # the clock under load (None: clock_hz whatever the load)
-    power_capped_clock: Optional[PowerCappedClock] = None
+    power_capped_clock: Optional[PowerCappedClock] = _figure(None)
     # the highest SM clock the SMs' own cycle counter runs at under the kernels (clock64
     # cycles over %globaltimer ns inside the CTAs; iosim.measure.step_cycles): where it is
     # below clock_hz (the reported boost clock) kernels run at most at it (sustained_clock_hz,
     # clock.sustained_simulation); None: clock_hz
-    sm_clock_counted_max_hz: Optional[float] = Field(default=None, gt=0)
+    sm_clock_counted_max_hz: Optional[float] = _figure(None, gt=0)
     # mma.sync throughput per clock as a fraction of the wgmma rate, with 1 and with 2 or more
     # warps per SM sub-partition, measured in clock64 cycles (machine.MmaCost); None:
     # tensor_mma_sync_fraction whatever the warps
-    tensor_mma_sync_fraction_one_warp: Optional[float] = Field(default=None, gt=0, le=1)
-    tensor_mma_sync_fraction_two_warps: Optional[float] = Field(default=None, gt=0, le=1)
+    tensor_mma_sync_fraction_one_warp: Optional[float] = _figure(None, gt=0, le=1)
+    tensor_mma_sync_fraction_two_warps: Optional[float] = _figure(None, gt=0, le=1)
     # mma.sync (warp-level MMA from registers) throughput as a fraction of tensor_flops_per_s
     # (the rate of the GPU's best MMA instruction: wgmma on Hopper); 1 where there is no wgmma
-    tensor_mma_sync_fraction: float = Field(gt=0, le=1)
-    fp32_flops_per_s: float = Field(gt=0)
-    exp_per_clock_per_sm: float = Field(gt=0)
-    launch_overhead_s: float = Field(ge=0)
+    tensor_mma_sync_fraction: float = _figure(gt=0, le=1)
+    fp32_flops_per_s: float = _figure(gt=0)
+    exp_per_clock_per_sm: float = _figure(gt=0)
+    launch_overhead_s: float = _figure(ge=0)
     # SM clock cycles from a CTA's last instruction to the first instruction of the CTA the
     # block scheduler puts into its slot next (retirement + launch); None: not modelled
-    cta_turnover_cycles: Optional[float] = Field(default=None, ge=0)
+    cta_turnover_cycles: Optional[float] = _figure(None, ge=0)
     # stores in the mma accumulator-fragment layout (Store.layout "fragment": one 4-byte
     # st.global per lane, a warp instruction writing 8 rows x 16 bytes), beyond what the same
     # bytes stored coalesced cost (machine.fragment_store_issue_s_per_byte,
     # fragment_store_l2_cost, cta_turnover_s); None: not modelled.
     # - cycles the storing CTA's threads spend per byte issuing them, one SM storing alone
-    fragment_store_issue_cycles_per_byte: Optional[float] = Field(default=None, ge=0)
+    fragment_store_issue_cycles_per_byte: Optional[float] = _figure(None, ge=0)
     # - the rate at which the chip's L2 takes them from all SMs together
-    l2_fragment_store_bandwidth_bytes_per_s: Optional[float] = Field(default=None, gt=0)
+    l2_fragment_store_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     # - extra cycles the CTA's slot stays unavailable after its exit
-    cta_turnover_fragment_store_cycles: Optional[float] = Field(default=None, ge=0)
-    features: Features
-    sources: dict[str, str]
+    cta_turnover_fragment_store_cycles: Optional[float] = _figure(None, ge=0)
+    features: Features = _figure()
+    sources: dict[str, str] = _figure()
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _finite_number(cls, v, info: ValidationInfo):
-        if cls.model_fields[info.field_name].annotation in (int, float):
-            return _number(v)
-        return v
-
-    @field_validator("*")
-    @classmethod
-    def _in_range(cls, v, info: ValidationInfo):
-        return _plausible(info.field_name, v, info)
-
-    @model_validator(mode="after")
-    def _every_figure_has_a_source(self):
-        figures = [k for k in type(self).model_fields
+    def _problem(self) -> str | None:
+        figures = [k for k in self.model_fields
                    if k not in ("name", "short_name", "sources", "features")
                    and getattr(self, k) is not None]
         missing = [k for k in figures if not self.sources.get(k, "").strip()]
         if missing:
-            raise ValueError(f"no source given for: {', '.join(missing)}")
-        unknown = sorted(set(self.sources) - set(type(self).model_fields))
+            return f"no source given for: {', '.join(missing)}"
+        unknown = sorted(set(self.sources) - set(self.model_fields))
         if unknown:
-            raise ValueError(f"sources names unknown figures: {', '.join(unknown)}")
+            return f"sources names unknown figures: {', '.join(unknown)}"
         if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
-            raise ValueError("shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes")
-        return self
+            return "shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes"
+        return None
 
     # ---- derived rates -------------------------------------------------------------
     def tensor_rate(self, dtype: str) -> float:
@@ -337,8 +395,77 @@ def load_gpu(name_or_path: "str | GpuSpec") -> GpuSpec:
         raise IosimError(f"{path} must hold a mapping of GPU figures")
     try:   # files are held to the plausible ranges (PLAUSIBLE); derived specs are not
         return GpuSpec.model_validate(data, context={"plausible": True})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "spec"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise IosimError(f"invalid GPU config {path.name}: {loc}: {msg}") from None
+    except ValueError as exc:       # only the pydantic models raise: pydantic is loaded
+        from .hardware_schema import first_error
+        raise IosimError(f"invalid GPU config {path.name}: {first_error(exc)}") from None
+
+
+# ---- the check of a mapping of figures ------------------------------------------------------
+_BAD = object()
+_RULES: dict = {}
+
+
+def _rules(cls) -> dict:
+    """name → (kind, optional, bounds, required) of a spec class's fields; kind: int, float,
+    bool, str, dict (the sources), a spec class, or None for any other annotation (a mapping
+    with that field is left to the pydantic models)."""
+    rules = _RULES.get(cls)
+    if rules is None:
+        kinds = {"int": int, "float": float, "bool": bool, "str": str, "dict[str, str]": dict,
+                 **{c.__name__: c for c in (TensorRates, PowerCappedClock, Features)}}
+        rules = {}
+        for f in dataclasses.fields(cls):
+            t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            optional = t.startswith("Optional[")
+            kind = kinds.get(t[len("Optional["):-1] if optional else t)
+            rules[f.name] = (kind, optional, f.metadata, f.default is dataclasses.MISSING)
+        _RULES[cls] = rules
+    return rules
+
+
+def _value(name: str, rule: tuple, v, plausible: bool):
+    """The field's value if v passes its rule as it is (ints widened for float fields), else
+    _BAD (the pydantic models then decide)."""
+    kind, optional, bounds, _ = rule
+    if kind is None:
+        return _BAD
+    if v is None:
+        return None if optional else _BAD
+    if issubclass(kind, _Spec):
+        return _checked(kind, v, plausible) or _BAD
+    t = type(v)
+    if kind is float:
+        if t is not float and t is not int or not math.isfinite(v):
+            return _BAD
+        v = float(v)
+    elif t is not kind or kind is dict and not all(type(k) is str and type(x) is str
+                                                   for k, x in v.items()):
+        return _BAD
+    if kind is int or kind is float:
+        if (("gt" in bounds and not v > bounds["gt"]) or ("ge" in bounds and not v >= bounds["ge"])
+                or ("le" in bounds and not v <= bounds["le"])):
+            return _BAD
+        lo, hi = PLAUSIBLE.get(name, (None, None))
+        if plausible and lo is not None and not lo <= v <= hi:
+            return _BAD
+    return dict(v) if kind is dict else v
+
+
+def _checked(cls, data, plausible: bool):
+    """The spec of `data` if every figure passes its rule as it is, else None."""
+    if type(data) is not dict:
+        return None
+    rules = _rules(cls)
+    if not data.keys() <= rules.keys():
+        return None
+    kw = {}
+    for name, rule in rules.items():
+        if name in data:
+            v = _value(name, rule, data[name], plausible)
+            if v is _BAD:
+                return None
+            kw[name] = v
+        elif rule[3]:
+            return None
+    spec = cls(**kw)
+    return spec if spec._problem() is None else None

@@ -155,4 +155,39 @@ def test_class_shape_walk_places_the_same_accesses_as_walking_each_program(algo,
     ref = _walk_all(ReferenceSampler(ratio), schedule)
     assert len(new.out) == len(ref.out) > 0
     assert _named(new) == _named(ref)
-    assert new.streams == ref.streams
+    # the walk registers a stream at its first sampled access (the reference at its op's
+    # first visit): the same streams, each once, but none that no sampled access counts for
+    assert len(set(new.streams)) == len(new.streams)
+    assert set(new.streams) == {ref.streams[sid] for *_, sid in ref.out}
+
+
+def test_a_cta_whose_segment_differs_from_its_class_shape_is_refused():
+    """walk_cta walks a class's plain segments by the positions of its loads and stores: a CTA
+    given as of that class with a segment of another length is an error, not a silent walk."""
+    from iosim.schedule import Alu, Load, Store
+    sampler = AccessSampler(1)
+    sampler.walk_cta(0, 0, [(Load("Q", (0, 0), 64, 64, 8192), Alu("x", 64),
+                             Store("O", (0, 0), 64, 64, 8192))], 1, cls=0)
+    assert sampler.keys == [("Q", 0, 0), ("O", 0, 0)]
+    with pytest.raises(ValueError, match="a segment of 2 items where its class has 3"):
+        sampler.walk_cta(0, 1, [(Load("Q", (0, 1), 64, 64, 8192),
+                                 Store("O", (0, 1), 64, 64, 8192))], 1, cls=0)
+
+
+def test_the_replay_walk_refuses_a_class_whose_programs_differ_in_length():
+    """fast._walk_replayed slices a class's segments at the positions found on its first CTA:
+    a later CTA of the class with a program of another length is an error, not a wrong slice."""
+    import dataclasses
+    from types import SimpleNamespace
+    from iosim.schedule import Alu
+    from iosim.sim.fast import _walk_replayed
+    schedule = build_schedule(AttentionProblem(seq_q=512, heads_q=2), "h100", "fa2")
+    k = schedule.kernels[0]
+    longer = dataclasses.replace(
+        k, program=lambda cta: k.program(cta) + ((Alu("extra", 1),) if cta == 3 else ()))
+    plan = SimpleNamespace(ratio=1, limits=[k.num_ctas], suffix=[None],
+                           replayed=lambda ki, n: range(n))
+    assert len(_walk_replayed(dataclasses.replace(schedule, kernels=(k,)), plan, [None]).ctas) \
+        == k.num_ctas
+    with pytest.raises(ValueError, match="CTA 3: a program of .* items where its class has"):
+        _walk_replayed(dataclasses.replace(schedule, kernels=(longer,)), plan, [None])

@@ -96,14 +96,15 @@ class KernelRows:
         hit = self.marks.get(cta)
         if hit is not None:
             return hit
-        for rep, by_residue in zip(self.repeats, self._residues()):
-            source = by_residue.get(cta % rep.cta_step)
+        for rep, by_residue in zip(self.repeats, self._by_residue or self._residues()):
+            step = rep.cta_step
+            source = by_residue.get(cta % step)
             if source is not None:
-                k = (cta - source) // rep.cta_step
+                k = (cta - source) // step
                 if 1 <= k <= rep.times:
                     start, ends = self.marks[source]
                     dt = k * rep.time_step_s
-                    return start + dt, tuple(e + dt for e in ends)
+                    return start + dt, tuple([e + dt for e in ends])
         raise KeyError(cta)
 
     def _residues(self) -> list:
@@ -370,17 +371,39 @@ def _placed(sampler: AccessSampler, runs):
 
 
 def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
-    """Walk every replayed CTA's program: its sampled accesses, not yet placed in time."""
+    """Walk every replayed CTA's program: its sampled accesses, not yet placed in time. A
+    class's programs have one shape, so its segments (split_segments) lie at the same
+    positions in every one of them: found on its first CTA, sliced out of the others."""
     sampler = AccessSampler(plan.ratio)
     for ki, k in enumerate(schedule.kernels):
         n = k.num_ctas
         stages = max(1, k.pipeline.stages)
         tail = tail_starts[ki] if tail_starts[ki] is not None else n
         program, class_of, limit, walk = k.program, k.class_of, plan.limits[ki], sampler.walk_cta
+        bounds: dict = {}            # class → (program length, its segments' (start, end))
         for cta in plan.replayed(ki, n):
             cohort = TAIL if cta >= tail else (BODY if cta < limit else WARMUP)
-            walk(ki, cta, split_segments(program(cta)), stages, cohort, class_of(cta))
+            cls, prog = class_of(cta), program(cta)
+            b = bounds.get(cls)
+            if b is None:
+                segments = split_segments(prog)
+                bounds[cls] = (len(prog), _segment_bounds(segments))
+            elif len(prog) != b[0]:
+                raise ValueError(f"kernel {ki} CTA {cta}: a program of {len(prog)} items where "
+                                 f"its class has {b[0]}")
+            else:
+                segments = [prog[s:e] for s, e in b[1]]
+            walk(ki, cta, segments, stages, cohort, cls)
     return sampler
+
+
+def _segment_bounds(segments: list) -> tuple:
+    """(start, end) in the program of each of split_segments' segments."""
+    out, at = [], 0
+    for seg in segments:
+        out.append((at, at + len(seg)))
+        at += len(seg)
+    return tuple(out)
 
 
 @dataclass

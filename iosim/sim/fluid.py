@@ -316,10 +316,12 @@ class FluidKernel:
             st.stall[0] += extra
 
     def refresh(self, sms) -> None:
+        residents, state = self.residents, self.state
         for sm in sorted(sms):
-            k = len(self.residents[sm])
-            for c in self.residents[sm]:
-                st = self.state[c]
+            here = residents[sm]
+            k = len(here)
+            for c in here:
+                st = state[c]
                 if st.k != k:
                     self.set_rate(c, st)
 
@@ -410,12 +412,15 @@ class FluidKernel:
         v, t = self.v_now, self.t_now
         discrete, times = [self.next_cta % self.period, self.filling], [
             max(0.0, self.l2_burst.free_s - t), max(0.0, self.dram_burst.free_s - t)]
-        for c in sorted(self.state):
-            st = self.state[c]
-            discrete.append((c - self.next_cta, st.sm, st.cls, st.seg, st.k, st.burst,
-                             len(st.marks), st.costs is self.costs[st.cls]))
-            times += [st.p, st.duration, st.finish_v - v, st.extra_s, st.intrinsic_s,
-                      t - st.start_s, *st.stall, *(t - x for x in st.marks)]
+        state, costs, next_cta = self.state, self.costs, self.next_cta
+        add, extend = discrete.append, times.extend
+        for c in sorted(state):
+            st = state[c]
+            add((c - next_cta, st.sm, st.cls, st.seg, st.k, st.burst, len(st.marks),
+                 st.costs is costs[st.cls]))
+            extend((st.p, st.duration, st.finish_v - v, st.extra_s, st.intrinsic_s,
+                    t - st.start_s, *st.stall))
+            extend([t - x for x in st.marks])
         return _State(self.next_cta, t, self.emitted, tuple(discrete), tuple(times))
 
     def at_boundary(self) -> None:

@@ -143,6 +143,20 @@ def compile_shape(items, stages: int, memo: dict) -> tuple:
     return tuple(out)
 
 
+_INNERMOST, _PLAIN, _NESTED = "innermost", "plain", "nested"
+
+
+def _plan(shape: tuple) -> tuple:
+    """How AccessSampler.walk_cta walks a segment of this shape: (_INNERMOST, shape, its
+    LoopShape) for a lone innermost loop, (_PLAIN, shape, positions of its loads and stores)
+    for plain ops, else (_NESTED, shape, None): _walk."""
+    if len(shape) == 1 and isinstance(shape[0], LoopShape) and shape[0].children is None:
+        return _INNERMOST, shape, shape[0]
+    if not any(isinstance(node, LoopShape) for node in shape):
+        return _PLAIN, shape, tuple(i for i, node in enumerate(shape) if node is MEMORY_LEAF)
+    return _NESTED, shape, None
+
+
 class AccessSampler:
     """Places the sampled tile accesses of CTAs in time (see the module docstring).
 
@@ -184,13 +198,15 @@ class AccessSampler:
         return sid
 
     def _segment_shapes(self, segments: list, stages: int, cls) -> tuple:
-        """(per segment its shape, the segments' expanded ops), once per class."""
+        """(per segment its shape and how walk_cta walks it (_plan), the segments' expanded
+        ops), once per class."""
         key = (self.kernel, cls, stages)
         hit = self._shapes.get(key) if cls is not None else None
         if hit is None:
             self.ticks_memo.clear()
             shapes = [compile_shape(seg, stages, self.ticks_memo) for seg in segments]
-            hit = (shapes, tuple(_ticks(seg, self.ticks_memo) for seg in segments))
+            hit = ([_plan(shape) for shape in shapes],
+                   tuple(_ticks(seg, self.ticks_memo) for seg in segments))
             self.ticks_memo.clear()
             if cls is not None:
                 self._shapes[key] = hit
@@ -200,16 +216,38 @@ class AccessSampler:
                  cls: int | None = None) -> None:
         """Record one CTA's sampled accesses, one group per segment (placed in time later,
         by times()). `cls`: the CTA's class in kernel ki (schedule.Kernel.class_of); CTAs of
-        one class share the program's shape, computed once (None: computed for this CTA)."""
+        one class share the program's shape, computed once (None: computed for this CTA).
+        A segment of plain ops or a lone innermost loop is walked directly (_plan), the same
+        accesses in the same order as _walk records them."""
         self.kernel, self.cohort = ki, cohort
-        shapes, ticks = self._segment_shapes(segments, stages, cls)
-        g, walk = self.n_groups, self._walk
-        for seg, shape in zip(segments, shapes):
-            walk(seg, shape, 0, {}, g)
+        plans, ticks = self._segment_shapes(segments, stages, cls)
+        g = self.n_groups
+        for seg, (how, shape, what) in zip(segments, plans):
+            if len(seg) != len(shape):
+                raise ValueError(f"kernel {ki} CTA {cta}: a segment of {len(seg)} items where "
+                                 f"its class has {len(shape)}")
+            if how is _INNERMOST:
+                self._innermost(seg[0], what.sites, 0, {}, g, what.body_ticks)
+            elif how is _PLAIN:
+                self._plain(seg, what, g)
+            else:
+                self._walk(seg, shape, 0, {}, g)
             g += 1
         self.n_groups = g
         self.ctas.append((ki, cta, ticks if len(ticks) <= len(segments)
                           else ticks[:len(segments)]))
+
+    def _plain(self, items, leaves: tuple, g: int) -> None:
+        """A segment of plain ops: its loads and stores (at positions `leaves`, each op one
+        expanded op), keys all numbers (_walk's MEMORY_LEAF outside every loop)."""
+        R, salt = self.ratio, self.salt
+        for pos in leaves:
+            item = items[pos]
+            key = (item.tensor,) + item.coord
+            if R == 1 or (key[-1] + salt[key[:-1]]) % R == 0:
+                self.keys.append(key)
+                self.metas.append((item.bytes, _op_code(item), self.stream(item.tensor)))
+                self.runs.append((g, None, None, (pos,)))
 
     def cta(self, ki: int, segments: list, start_s: float, seg_ends: tuple, stages: int,
             cohort: int = 0, cls: int | None = None) -> None:
@@ -283,13 +321,14 @@ class AccessSampler:
         (pipeline.issue_lead iterations early). A tile that moves with the loop along its
         last coordinate: none of its iterations sampled (known from the row's salt), or its
         sampled iterations, arithmetically (_last_sampled), memoised: the CTAs (or outer
-        iterations) that read one tile row, a head's K and V, walk it alike."""
+        iterations) that read one tile row, a head's K and V, walk it alike. An op's stream is
+        looked up once it has a sampled access (the streams' numbering is their order of
+        first sampled access; the replay counts them by (kernel, tensor, cohort))."""
         start, step, count = item.start, item.step, item.count
         body, R = item.body, self.ratio
         lo = item.lowest
         for site in sites:
             op = body[site.index]
-            sid = self.stream(op.tensor)
             if site.moves == MOVES_LAST:
                 coord = op.coord
                 head = (op.tensor,) + (coord[:-1] if site.literal else tuple(
@@ -304,7 +343,8 @@ class AccessSampler:
                 keys, js = hit
                 if keys:
                     self.keys.extend(keys)
-                    self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+                    self.metas.extend([(op.bytes, site.code, self.stream(op.tensor))]
+                                      * len(keys))
                     self.runs.append((g, pos + site.index, body_ticks, js))
                 continue
             if site.moves == MOVES_INNER:
@@ -317,7 +357,7 @@ class AccessSampler:
                 continue
             ahead, idx = site.ahead, site.index
             self.keys.extend(keys)
-            self.metas.extend([(op.bytes, site.code, sid)] * len(keys))
+            self.metas.extend([(op.bytes, site.code, self.stream(op.tensor))] * len(keys))
             self.runs.append((g, None, None, [
                 pos + (j if j > 0 else 0) * body_ticks + idx
                 for j in [(v - start) * step - ahead for v in values]]))
@@ -376,7 +416,7 @@ def group_times(placed, t0s: list, dts: list) -> None:
         t0 = start_s
         for t1, n in zip(seg_ends, ticks):
             push_t0(t0)
-            push_dt((t1 - t0) / max(n, 1))
+            push_dt((t1 - t0) / (n if n > 1 else 1))
             t0 = t1
 
 
