@@ -132,7 +132,7 @@ def run(algorithm, timeline, no_ws, no_intra, no_pingpong, fmt, output, force, m
 @use(ALGOS_OPTION)
 @problem_options
 def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
-    from .analysis.analyze import analyze
+    from .analysis.analyze import analyze_each
     from .report.text import compare_table
     check_output(output, force)
     r = resolve(kw)
@@ -143,11 +143,8 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
         preflight(r.problem, r.gpu, n, model, sim_mode, **r.tiling)
     from .progress import Progress
     bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
-    results = []
-    for n in names:
-        results.append(analyze(r.problem, r.gpu, n, model=model, sim_mode=sim_mode,
-                               l2_samples=l2_samples, **r.tiling))
-        bar.step(n)
+    results = analyze_each(r.problem, r.gpu, names, on_done=bar.step, model=model,
+                           sim_mode=sim_mode, l2_samples=l2_samples, **r.tiling)
     bar.close()
     say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from concurrent.futures import as_completed
+from dataclasses import dataclass, replace
 
 from ..algorithms import build_schedule
 from ..machine import occupancy
@@ -156,15 +157,14 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         raise IosimError(f"unknown model {model!r}; choose from: {', '.join(MODELS)}")
     gpu = load_gpu(gpu)
     check_problem(problem, gpu)                        # size limits: docs/limits.md
-    schedule = build_schedule(problem, gpu, algorithm, **tiling)
     ablation = {k: bool(v) for k, v in (ablation or {}).items()}
     if ablation:
-        from ..ablation import SWITCHES, ablate
+        from ..ablation import SWITCHES
         unknown = sorted(set(ablation) - set(SWITCHES))
         if unknown:
             raise IosimError(f"unknown ablation switch(es): {', '.join(unknown)}; "
                              f"choose from: {', '.join(SWITCHES)}")
-        schedule = ablate(schedule, **ablation)
+    schedule = _schedule_of(problem, gpu, algorithm, ablation, tiling)
     check_schedule(schedule, model, sim_mode)
     counters = count(schedule)
     bounds = io_bounds(problem, gpu.shared_memory_per_sm_bytes)
@@ -202,6 +202,49 @@ def analyze(problem, gpu="h100", algorithm: str = "fa2", model: str = "sim",
         bound_by=bound_by, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
         dram_source=dram_source, ablation=ablation,
         time_breakdown=_breakdown(schedule, sim_gpu, sim))
+
+
+def _schedule_of(problem, gpu, algorithm: str, ablation: dict, tiling: dict):
+    """The schedule analyze() studies: the generator's, with the ablation switches applied."""
+    schedule = build_schedule(problem, gpu, algorithm, **tiling)
+    if ablation:
+        from ..ablation import ablate
+        schedule = ablate(schedule, **ablation)
+    return schedule
+
+
+def _analyze_detached(job: tuple) -> Analysis:
+    """analyze() in a worker process, returned without its schedule (closures do not pickle)."""
+    problem, gpu, algorithm, kw = job
+    return replace(analyze(problem, gpu, algorithm, **kw), schedule=None)
+
+
+def analyze_each(problem, gpu, algorithms, on_done=None, **kw) -> list:
+    """analyze(problem, gpu, algorithm, **kw) for each algorithm, in the order given, the
+    analyses run in forked worker processes where the machine has more than one core
+    (iosim.parallel); the same results as one after another, byte for byte. on_done(name)
+    as each finishes. Each schedule is rebuilt in this process (deterministic, cheap)."""
+    from ..parallel import fork_pool, worker_count
+    names = list(algorithms)
+    pool = fork_pool(worker_count(len(names)))
+    if pool is None:
+        out = []
+        for n in names:
+            out.append(analyze(problem, gpu, n, **kw))
+            if on_done:
+                on_done(n)
+        return out
+    with pool:
+        futures = {pool.submit(_analyze_detached, (problem, gpu, n, kw)): i
+                   for i, n in enumerate(names)}
+        done = [None] * len(names)
+        for f in as_completed(futures):
+            done[futures[f]] = f.result()
+            if on_done:
+                on_done(names[futures[f]])
+    tiling = {k: v for k, v in kw.items() if k not in ("model", "sim_mode", "l2_samples", "ablation")}
+    return [replace(a, schedule=_schedule_of(problem, load_gpu(gpu), n, a.ablation, tiling))
+            for a, n in zip(done, names)]
 
 
 def _breakdown(schedule, gpu, sim):

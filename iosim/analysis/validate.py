@@ -166,10 +166,8 @@ def implementation_tiling(cfg: dict, gpu) -> dict:
 
 
 def _workers(n_jobs: int) -> int:
-    env = os.environ.get("IOSIM_VALIDATE_WORKERS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(n_jobs, os.cpu_count() or 1, 4))
+    from ..parallel import worker_count
+    return worker_count(n_jobs, "IOSIM_VALIDATE_WORKERS")
 
 
 def _gpu_time_s(m: dict) -> float:
