@@ -172,7 +172,10 @@ CONFIGS = [("mma",), ("mma_w0",), ("mma_rs",), ("exp",), ("softmax",), ("ffma",)
            ("mma", "mma"), ("exp", "exp"), ("softmax", "softmax"),
            ("mma", "exp"), ("mma", "softmax"), ("mma", "ffma"), ("mma_rs", "softmax"),
            ("mma", "softmax", "softmax"), ("mma", "mma", "softmax"), ("mma", "mma", "mma"),
-           ("softmax", "softmax", "softmax")]
+           ("softmax", "softmax", "softmax"),
+           # FA-3's d 64 consumers: three RS P·V streams, S with P·V, and three intra loops
+           ("mma_rs", "mma_rs"), ("mma_rs", "mma_rs", "mma_rs"), ("mma", "mma_rs"),
+           ("intra", "intra"), ("intra", "intra", "intra")]
 
 
 def _module(nt: int):
