@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
-from iosim.algorithms import build_schedule  # noqa: E402
 
 SHAPES = [("fa3", 64, 32, 16, 512), ("fa3", 64, 1, 1, 512), ("fa3", 128, 32, 16, 512), ("fa3", 128, 1, 1, 512),
           ("fa3", 128, 32, 16, 128), ("fa3", 128, 1, 1, 128),
@@ -29,26 +28,13 @@ SHAPES = [("fa3", 64, 32, 16, 512), ("fa3", 64, 1, 1, 512), ("fa3", 128, 32, 16,
 
 
 def main(out: Path) -> None:
-    import cupy as cp
     import numpy as np
-    from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import device_inputs
-    from kernel_defines import launcher
+    from kernel_defines import relative_rows, stamped_run
 
     res = {}
     for algo, d, batch, heads, nkv in SHAPES:
         p = AttentionProblem(batch=batch, heads_q=heads, seq_q=512, seq_kv=nkv, head_dim=d, dtype="fp16")
-        sched = build_schedule(p, "h200", algo)
-        ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 16, dtype=np.uint64), IOSIM_STAMPS=1)
-        T = device_inputs(random_inputs(p, np.random.default_rng(1)), p.dtype)
-        for _ in range(12):
-            ln.run(T)
-        cp.cuda.runtime.deviceSynchronize()
-        st = cp.asnumpy(ln.stamps).reshape(-1, 16).astype(np.int64)
-        t0 = st[:, 0].min()
-        rows = st.copy()
-        rows[:, :7] -= t0
-        rows[:, 8:11] -= t0
+        rows = relative_rows(stamped_run(p, algo))
         phases = {}
         names = {"fa3": [(0, 1, "entry_to_producer"), (1, 2, "producer_to_q"), (2, 3, "q_to_first_s"),
                          (3, 4, "first_s_to_loop_end"), (4, 5, "epilogue"), (0, 5, "lifetime_c0"),

@@ -18,31 +18,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
-from iosim.algorithms import build_schedule  # noqa: E402
 
 VARIANTS = {"full": {}, "no_intra": {"FA3_INTRA_OVERLAP": 0}, "no_pingpong": {"FA3_PINGPONG": 0}}
 SHAPES = [(d, b, h, nq) for d, bq in ((64, 192), (128, 128)) for b, h, nq in ((1, 1, bq), (32, 16, 512))]
 
 
 def main(out: Path) -> None:
-    import cupy as cp
     import numpy as np
-    from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import device_inputs
-    from kernel_defines import launcher
+    from kernel_defines import stamped_run
 
     res = {}
     for d, batch, heads, nq in SHAPES:
         for vname, extra in VARIANTS.items():
             p = AttentionProblem(batch=batch, heads_q=heads, seq_q=nq, seq_kv=512, head_dim=d, dtype="fp16")
-            sched = build_schedule(p, "h200", "fa3")
-            ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 16, dtype=np.uint64),
-                          IOSIM_STAMPS=1, **extra)
-            T = device_inputs(random_inputs(p, np.random.default_rng(1)), p.dtype)
-            for _ in range(12):
-                ln.run(T)
-            cp.cuda.runtime.deviceSynchronize()
-            st = cp.asnumpy(ln.stamps).reshape(-1, 16).astype(np.int64)
+            st = stamped_run(p, "fa3", **extra)
             s = lambda a, b: float(np.median(st[:, b] - st[:, a]))
             row = {"steps_ns": [s(3, 11), s(11, 12), s(12, 13)], "entry_to_first_s": s(0, 3),
                    "first_s_to_loop_end": s(3, 4), "last_s3_after_c0": s(13, 14),

@@ -39,3 +39,35 @@ def launcher(schedule, stamps=None, **defines):
                 super()._record(kernel, buf, cap)
 
     return DefinesLauncher(schedule, fa3_variant=Variant(extra=tuple(sorted(defines.items()))))
+
+
+STAMP_SLOTS = 16     # iosim_common.cuh: %globaltimer slots per CTA under IOSIM_STAMPS
+
+
+def stamped_run(problem, algorithm: str, launches: int = 12, **defines):
+    """Build the schedule's kernels with -DIOSIM_STAMPS (and `defines`), launch them
+    `launches` times on one input set and return the last launch's stamps, one row of
+    STAMP_SLOTS int64 per CTA (slot 7: the SM id; the others %globaltimer ns, raw)."""
+    import cupy as cp
+    import numpy as np
+    from iosim.algorithms import build_schedule
+    from iosim.kernels.reference import random_inputs
+    from iosim.kernels.run import device_inputs
+    ln = launcher(build_schedule(problem, "h200", algorithm),
+                  stamps=lambda k: cp.zeros(k.num_ctas * STAMP_SLOTS, dtype=np.uint64),
+                  IOSIM_STAMPS=1, **defines)
+    tensors = device_inputs(random_inputs(problem, np.random.default_rng(1)), problem.dtype)
+    for _ in range(launches):
+        ln.run(tensors)
+    cp.cuda.runtime.deviceSynchronize()
+    return cp.asnumpy(ln.stamps).reshape(-1, STAMP_SLOTS).astype(np.int64)
+
+
+def relative_rows(stamps):
+    """The stamps with the time slots (0-6, 8-10) relative to the first CTA's entry."""
+    rows = stamps.copy()
+    t0 = stamps[:, 0].min()
+    rows[:, :7] -= t0
+    rows[:, 8:11] -= t0
+    return rows
+

@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iosim import AttentionProblem  # noqa: E402
-from iosim.algorithms import build_schedule  # noqa: E402
 
 FA3_SHAPES = [(32, 16), (512, 1), (1, 16), (16, 1), (1, 1)]
 RUNS = ([("fa3", 128, b, h, o) for b, h in FA3_SHAPES for o in (1, 0)]
@@ -53,27 +52,13 @@ def summary(algo, rows):
 
 
 def main(out_json: Path, out_npz: Path) -> None:
-    import cupy as cp
     import numpy as np
-    from iosim.kernels.reference import random_inputs
-    from iosim.kernels.run import device_inputs
-    from kernel_defines import launcher
+    from kernel_defines import relative_rows, stamped_run
 
     res, raw = {}, {}
     for algo, d, batch, heads, o_store in RUNS:
         p = AttentionProblem(batch=batch, heads_q=heads, seq_q=512, seq_kv=512, head_dim=d, dtype="fp16")
-        sched = build_schedule(p, "h200", algo)
-        ln = launcher(sched, stamps=lambda k: cp.zeros(k.num_ctas * 16, dtype=np.uint64),
-                      IOSIM_STAMPS=1, IOSIM_O_STORE=o_store)
-        T = device_inputs(random_inputs(p, np.random.default_rng(1)), p.dtype)
-        for _ in range(12):
-            ln.run(T)
-        cp.cuda.runtime.deviceSynchronize()
-        st = cp.asnumpy(ln.stamps).reshape(-1, 16).astype(np.int64)
-        t0 = st[:, 0].min()
-        rows = st.copy()
-        rows[:, :7] -= t0
-        rows[:, 8:11] -= t0
+        rows = relative_rows(stamped_run(p, algo, IOSIM_O_STORE=o_store))
         k = f"{algo}-d{d}-B{batch}-H{heads}-ostore{o_store}"
         res[k] = summary(algo, rows)
         raw[k] = rows
