@@ -61,3 +61,16 @@ def test_the_box_accounts_for_what_nsight_compute_counted(n):
     measured = float(m["l2_to_sm_read_bytes"])
     assert t.bytes_loaded == pytest.approx(measured, rel=2e-4)
     assert abs(t.bytes_loaded - measured) < 0.1 * abs(t.bytes_loaded - t.oob_load_bytes - measured)
+
+
+@pytest.mark.parametrize("mode", ["exact", "fast"])
+def test_l2_hits_and_misses_count_the_data_rows_only(mode):
+    # N 1000 at d 64: 192-row Q boxes, ragged K/V boxes; hit + miss bytes are the tensors'
+    # load bytes, the empty rows being in neither (they hold no L2 line)
+    s = build_schedule(AttentionProblem(batch=8, heads_q=16, seq_q=1000, head_dim=64, dtype="fp16"),
+                       H200, "fa3")
+    t = s.totals()
+    assert t.oob_load_bytes > 0
+    kw = {"exact_below_events": 0} if mode == "fast" else {}
+    r = simulate(s, H200, mode, **kw)
+    assert r.l2_load_hit_bytes + r.l2_load_miss_bytes == pytest.approx(sum(t.load_bytes.values()), rel=1e-9)

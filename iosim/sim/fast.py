@@ -501,7 +501,7 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
         fills.append(fill)
         mems.append(KernelMemory(miss_bytes + k.reduce_read_bytes * store_scale,
                                  k.writeback_bytes * store_scale, miss_bytes,
-                                 tot.bytes_loaded - miss_bytes))
+                                 sum(tot.load_bytes.values()) - miss_bytes))   # TMA boxes' empty rows: no L2 line
     flush_bytes = (result.flush_bytes * (total_store / sampled_store) if sampled_store
                    else 0.0)
     if mems:
