@@ -144,7 +144,7 @@ def compare(algos, fmt, output, force, model, sim_mode, l2_samples, **kw):
     from .progress import Progress
     bar = Progress(len(names), desc="compare", delay=2.0)   # quiet unless it takes a while
     results = analyze_each(r.problem, r.gpu, names, on_done=bar.step, model=model,
-                           sim_mode=sim_mode, l2_samples=l2_samples, **r.tiling)
+                           sim_mode=sim_mode, l2_samples=l2_samples, tiling=r.tiling)
     bar.close()
     say_warnings(r.problem)                           # only once the input is accepted
     if fmt == "json":

@@ -225,12 +225,18 @@ def narrow_gemm_tiling(t: Tiling, bd: int, gpu, eb: int) -> Tiling:
     d = 128 output ran 128x256_64x4 (iosim/data/validation/measured_h200_kernels.csv)."""
     if bd >= t.block_kv:
         return t
-    wide = Tiling(t.block_q * t.block_kv // bd, t.block_kv, t.stages, t.warps)
-    for stages in range(t.stages, 1, -1):
-        cand = Tiling(wide.block_q, bd, stages, t.warps)
-        if gemm_smem_bytes(cand, eb) <= gpu.shared_memory_per_block_bytes:
-            return Tiling(wide.block_q, t.block_kv, stages, t.warps)
-    return t
+    rows = t.block_q * t.block_kv // bd
+    stages = stages_that_fit(rows, bd, t.stages, gpu, eb)
+    return Tiling(rows, t.block_kv, stages, t.warps) if stages > 1 else t
+
+
+def stages_that_fit(bm: int, bn: int, most: int, gpu, eb: int) -> int:
+    """The most pipeline stages (≤ most, ≥ 2) whose BM and BN panels fit a block's shared
+    memory; 1 if not even two do."""
+    for stages in range(most, 1, -1):
+        if gemm_smem_bytes(Tiling(bm, bn, stages), eb) <= gpu.shared_memory_per_block_bytes:
+            return stages
+    return 1
 
 
 MIN_TILE = 64   # the smallest tile side of cuBLAS's sm90 kernels seen on the H200 (64x64_64x13)
@@ -260,11 +266,7 @@ def gemm_tile(t: Tiling, bn: int, m: int, n: int, batches: int, gpu, eb: int,
         if min(a, b) < MIN_TILE or tiles(a, b) > gpu.sm_count:
             break
         bm, bn = a, b
-    for stages in range(t.stages, 1, -1):
-        cand = Tiling(bm, bn, stages, t.warps)
-        if gemm_smem_bytes(cand, eb) <= gpu.shared_memory_per_block_bytes:
-            return cand
-    return Tiling(bm, bn, 1, t.warps)
+    return Tiling(bm, bn, stages_that_fit(bm, bn, t.stages, gpu, eb), t.warps)
 
 
 def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:

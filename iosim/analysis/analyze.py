@@ -219,30 +219,31 @@ def _analyze_detached(job: tuple) -> Analysis:
     return replace(analyze(problem, gpu, algorithm, **kw), schedule=None)
 
 
-def analyze_each(problem, gpu, algorithms, on_done=None, **kw) -> list:
-    """analyze(problem, gpu, algorithm, **kw) for each algorithm, in the order given, the
-    analyses run in forked worker processes where the machine has more than one core
-    (iosim.parallel); the same results as one after another, byte for byte. on_done(name)
-    as each finishes. Each schedule is rebuilt in this process (deterministic, cheap)."""
+def analyze_each(problem, gpu, algorithms, on_done=None, tiling: dict | None = None,
+                 **kw) -> list:
+    """analyze(problem, gpu, algorithm, **tiling, **kw) for each algorithm, in the order
+    given, the analyses run in forked worker processes where the machine has more than one
+    core (iosim.parallel); the same results as one after another, byte for byte.
+    on_done(name) as each finishes. Each schedule is rebuilt in this process (deterministic,
+    cheap)."""
     from ..parallel import fork_pool, worker_count
-    names = list(algorithms)
+    names, tiling = list(algorithms), dict(tiling or {})
     pool = fork_pool(worker_count(len(names)))
     if pool is None:
         out = []
         for n in names:
-            out.append(analyze(problem, gpu, n, **kw))
+            out.append(analyze(problem, gpu, n, **tiling, **kw))
             if on_done:
                 on_done(n)
         return out
     with pool:
-        futures = {pool.submit(_analyze_detached, (problem, gpu, n, kw)): i
+        futures = {pool.submit(_analyze_detached, (problem, gpu, n, {**tiling, **kw})): i
                    for i, n in enumerate(names)}
         done = [None] * len(names)
         for f in as_completed(futures):
             done[futures[f]] = f.result()
             if on_done:
                 on_done(names[futures[f]])
-    tiling = {k: v for k, v in kw.items() if k not in ("model", "sim_mode", "l2_samples", "ablation")}
     return [replace(a, schedule=_schedule_of(problem, load_gpu(gpu), n, a.ablation, tiling))
             for a, n in zip(done, names)]
 
