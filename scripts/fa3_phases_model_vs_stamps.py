@@ -3,14 +3,19 @@ the untraced stamps of measurements/h200/q_latency/ (O store on). Model phases f
 front end's calls: entry -> Q issued, the Q wait, Q landed -> O stored (loop, normalise, the O
 store's issue), the turnover; measured: entry -> producer, producer -> consumer 0 has Q, Q ->
 the last consumer's end, the gap to the next CTA on the SM. Medians over the CTAs after each
-SM's first, and the first CTAs' lifetimes. Run from the repository root:
+SM's first, and the first CTAs' lifetimes. Then consumer 0's S_j -> S_{j+1} steps of a lone CTA
+(N_kv 512) in exact mode, as built and without the intra-warpgroup overlap, against
+measurements/h200/q_latency/fa3_steps_h200.json. Run from the repository root:
 python scripts/fa3_phases_model_vs_stamps.py"""
+import json
+from dataclasses import replace
+
 import numpy as np
 
 from iosim import AttentionProblem, load_gpu
 from iosim.algorithms import build_schedule
 from iosim.clock import sustained_simulation
-from iosim.sim import memory
+from iosim.sim import memory, pipeline
 
 RAW = np.load("measurements/h200/q_latency/q_latency_h200.npz")
 
@@ -75,6 +80,32 @@ def measured(d):
     return rows, first, float(end.max() - st[:, 0].min())
 
 
+def model_steps(d: int, intra: bool) -> list:
+    """Consumer 0's S_j done times (ns) of one CTA alone, differenced: the first three steps."""
+    gpu = load_gpu("h200-calibrated")
+    nq = 192 if d == 64 else 128
+    p = AttentionProblem(batch=1, heads_q=1, seq_q=nq, seq_kv=512, head_dim=d, dtype="fp16")
+    s = build_schedule(p, gpu, "fa3")
+    if not intra:
+        s = replace(s, kernels=tuple(replace(k, pipeline=replace(k.pipeline, intra_overlap=False))
+                                     for k in s.kernels))
+    done, orig = [], pipeline._Consumers.issue_in_turn
+
+    def recorded(self, c, works, stall):
+        finish = yield from orig(self, c, works, stall)
+        if c == 0:
+            done.append(finish[0])
+        return finish
+    pipeline._Consumers.issue_in_turn = recorded
+    try:
+        sustained_simulation(s, gpu, l2_protocol="ncu", time_protocol="warm", mode="exact")
+    finally:
+        pipeline._Consumers.issue_in_turn = orig
+    done = done[len(done) // 2:]                      # the second (sustained-clock) run
+    s_done = done[:-1] if intra else done[0::2]       # the S GEMMs (not the P V ones)
+    return [round((b - a) * 1e9) for a, b in zip(s_done, s_done[1:4])]
+
+
 def main():
     names = ("setup", "Q wait", "Q -> end", "turnover/gap", "lifetime")
     print(f"{'':14s}" + "".join(f"{n:>14s}" for n in names) + f"{'first life':>12s}{'span':>10s}")
@@ -85,5 +116,16 @@ def main():
                   + f"{np.median(rows[first, 4]):12.0f}{span / 1e3:9.1f}u")
 
 
+def steps():
+    meas = json.load(open("measurements/h200/q_latency/fa3_steps_h200.json"))
+    print("consumer 0's S_j -> S_j+1 steps of a lone CTA, ns (measured | model)")
+    for d, nq in ((64, 192), (128, 128)):
+        for name, intra in (("full", True), ("no_intra", False)):
+            m = meas[f"fa3-d{d}-B1-H1-Nq{nq}-{name}"]["steps_ns"]
+            m = [round(x) if x < 1e9 else None for x in m]    # no_intra has no first stamp
+            print(f"d{d:<4d}{name:9s} {m} | {model_steps(d, intra)}")
+
+
 if __name__ == "__main__":
     main()
+    steps()
