@@ -73,13 +73,13 @@ def logged_replay(schedule):
     cls = memory.ExactMemory
     load, store, invalidate = cls.load, cls.store, cls.invalidate
 
-    def logged_load(self, key, tensor, nbytes, now_s):
+    def logged_load(self, key, tensor, nbytes, now_s, *args, **kwargs):
         log.append((now_s, key, nbytes, False))
-        return load(self, key, tensor, nbytes, now_s)
+        return load(self, key, tensor, nbytes, now_s, *args, **kwargs)
 
-    def logged_store(self, key, tensor, nbytes, reduce, now_s):
+    def logged_store(self, key, tensor, nbytes, reduce, now_s, *args, **kwargs):
         log.append((now_s, key, nbytes, True))
-        return store(self, key, tensor, nbytes, reduce, now_s)
+        return store(self, key, tensor, nbytes, reduce, now_s, *args, **kwargs)
 
     def logged_invalidate(self):
         if log:
