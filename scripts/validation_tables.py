@@ -55,6 +55,7 @@ def render(h200: dict, published: dict | None = None) -> str:
                    f"{'train' if r['train'] else 'held out'} | {r['measured_time_s'] * 1e3:.3f} | "
                    f"{r['predicted_time_s'] * 1e3:.3f} | {pct(r['time_err'], True)} | "
                    f"{pct(r['l2_err'], True)} | {pct(r['dram_err'], True)} |")
+    out += _dram_by_direction(h200["rows"])
     if published:
         out += ["", "Published rows (FA-3 paper Fig. 5, H100 forward; FA-2 paper Figs. 4 and 7, "
                 "A100 and H100 fwd+bwd):", "",
@@ -69,6 +70,22 @@ def render(h200: dict, published: dict | None = None) -> str:
             out.append(f"| {k} | {v['n']} | {pct(v['mape'])} | {pct(v['max_abs_err'])} | "
                        f"{pct(v['mean_signed_err'], True)} |")
     return "\n".join(out)
+
+
+def _dram_by_direction(rows: list) -> list:
+    """The rows beyond the DRAM budget, their reads and write-backs apart."""
+    off = [r for r in rows if r.get("dram_err") is not None and abs(r["dram_err"]) > 0.05
+           and r.get("dram_read_err") is not None]
+    if not off:
+        return []
+    out = ["", "Rows beyond the DRAM budget, by direction (measured MB: ncu's dram__bytes_read / "
+           "_write; errors of the simulator's reads and write-backs):", "",
+           "| id | read MB | read err | write MB | write err |", "|---|---|---|---|---|"]
+    for r in off:
+        out.append(f"| {r['id']} | {r['measured_dram_read_bytes'] / 1e6:.1f} | "
+                   f"{pct(r['dram_read_err'], True)} | {r['measured_dram_write_bytes'] / 1e6:.1f} | "
+                   f"{pct(r['dram_write_err'], True)} |")
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -177,3 +177,23 @@ def test_fa3_paper_forward_rows_keep_the_published_budget(published):
     errs = [abs(r.time_err) for r in fwd]
     assert sum(errs) / len(errs) <= BUDGETS["published"]["time_mape"]
     assert max(errs) <= BUDGETS["published"]["time_max_abs_err"]
+
+
+def test_rows_carry_dram_bytes_by_direction_from_the_csv_and_the_simulation():
+    from iosim.analysis.validate import predict_rows, row_tiling
+    from iosim.problem import PROBLEM_KEYS
+    cfg = {"id": "r", "impl": "iosim", "algorithm": "fa2", "direction": "fwd", "batch": 1,
+           "heads_q": 2, "seq_q": 256, "head_dim": 64}
+    m = {"time_s": "1e-3", "dram_read_bytes": "400", "dram_write_bytes": "100",
+         "l2_to_sm_read_bytes": "1000"}
+    job = ({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, "fa2", "h200-calibrated",
+           row_tiling(cfg, m, "h200-calibrated"))
+    import json
+    fake = {json.dumps(job, sort_keys=True): {"time_s": 1e-3, "l2_to_sm_bytes": 1000.0,
+                                              "dram_bytes": 450.0, "dram_read_bytes": 390.0,
+                                              "dram_write_bytes": 60.0}}
+    (row,) = predict_rows({"configs": [cfg], "gpu": "h200-calibrated"}, {"r": m}, results=fake)
+    assert (row.measured_dram_read_bytes, row.measured_dram_write_bytes) == (400.0, 100.0)
+    assert row.dram_read_err == pytest.approx(390 / 400 - 1)
+    assert row.dram_write_err == pytest.approx(-0.4)
+    assert row.dram_err == pytest.approx(450 / 500 - 1)

@@ -65,6 +65,12 @@ class Row:
     predicted_dram_bytes: float
     dataset: str = "sweep"          # the sweep's topic ("sweep" for sweep.yaml)
     breakdown: dict | None = None   # predicted seconds by mechanism (sim.breakdown)
+    # the DRAM bytes by direction (ncu's dram__bytes_read / _write; the simulator's reads and
+    # write-backs under the same protocol), where both are known
+    measured_dram_read_bytes: float | None = None
+    measured_dram_write_bytes: float | None = None
+    predicted_dram_read_bytes: float | None = None
+    predicted_dram_write_bytes: float | None = None
 
     @property
     def group(self) -> tuple:
@@ -84,10 +90,23 @@ class Row:
         m = self.measured_dram_bytes
         return self.predicted_dram_bytes / m - 1 if m else None
 
+    @property
+    def dram_read_err(self) -> float | None:
+        return _rel_err(self.predicted_dram_read_bytes, self.measured_dram_read_bytes)
+
+    @property
+    def dram_write_err(self) -> float | None:
+        return _rel_err(self.predicted_dram_write_bytes, self.measured_dram_write_bytes)
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d.update(time_err=self.time_err, l2_err=self.l2_err, dram_err=self.dram_err)
+        d.update(time_err=self.time_err, l2_err=self.l2_err, dram_err=self.dram_err,
+                 dram_read_err=self.dram_read_err, dram_write_err=self.dram_write_err)
         return d
+
+
+def _rel_err(predicted: float | None, measured: float | None) -> float | None:
+    return predicted / measured - 1 if predicted is not None and measured else None
 
 
 def _float(v):
@@ -126,6 +145,7 @@ def _predict_one(job: tuple) -> dict:
     gpu = at
     return {"time_s": r.time_s, "l2_to_sm_bytes": r.l2_to_sm_bytes,
             "dram_bytes": r.dram_read_bytes + r.dram_write_bytes,
+            "dram_read_bytes": r.dram_read_bytes, "dram_write_bytes": r.dram_write_bytes,
             "kernels": [(k.name, k.time_s) for k in r.kernels],
             "breakdown": time_breakdown(schedule, gpu, r), "clock_hz": at.clock_hz}
 
@@ -252,7 +272,10 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
             measured_l2_to_sm_bytes=_float(m.get("l2_to_sm_read_bytes")),
             predicted_l2_to_sm_bytes=a["l2_to_sm_bytes"],
             measured_dram_bytes=(dram_r + dram_w) if dram_r is not None and dram_w is not None else None,
-            predicted_dram_bytes=a["dram_bytes"], dataset=topic, breakdown=a.get("breakdown")))
+            predicted_dram_bytes=a["dram_bytes"], dataset=topic, breakdown=a.get("breakdown"),
+            measured_dram_read_bytes=dram_r, measured_dram_write_bytes=dram_w,
+            predicted_dram_read_bytes=a.get("dram_read_bytes"),
+            predicted_dram_write_bytes=a.get("dram_write_bytes")))
     return rows
 
 
