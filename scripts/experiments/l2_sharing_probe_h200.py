@@ -14,6 +14,11 @@ Variants (grid 528 CTAs × 512 threads, 4 per SM):
   rmw_rotating  as rotating, each pass reads and rewrites every element (a dirty line
                 re-read and re-dirtied, as FA-1's O tiles and a backward's dQ are)
   write_read    pass 0 writes the buffer (dirty, never read), passes 1.. read it, rotating
+  mix_w1r3      one pass; element i is written if i % 4 == 0, else read: how many dirty bytes
+                the L2 keeps at the kernel's end while clean lines stream past them (a cap on
+                dirty bytes keeps min(F/4, cap); a cap on a dirty line's stack distance keeps
+                only those within it of the end)
+  mix_w1r1      the same, i % 2 == 0 written
 
     python3 scripts/experiments/l2_sharing_probe_h200.py OUT.csv      (runs ncu over itself)
 """
@@ -44,10 +49,18 @@ extern "C" __global__ void l2share(int4* buf, long long n, int passes, int varia
             }
             continue;
         }
+        if (variant >= 4 && p > 0) break;             // the mixes: one pass
         long long ch = chunk_of(variant, p, blockIdx.x, g);
         long long hi = min(n, (ch + 1) * per);
         for (long long i = ch * per + threadIdx.x; i < hi; i += blockDim.x) {
-            if (variant == 0 || (variant == 3 && p > 0)) {          // read
+            if (variant >= 4) {                                      // mix_w1r3, mix_w1r1
+                if (i % (variant == 4 ? 4 : 2) == 0) {
+                    __stcg(buf + i, make_int4((int)i, p, 2, 3));
+                } else {
+                    int4 v = __ldcg(buf + i);
+                    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+                }
+            } else if (variant == 0 || (variant == 3 && p > 0)) {   // read
                 int4 v = __ldcg(buf + i);
                 acc ^= v.x ^ v.y ^ v.z ^ v.w;
             } else if (variant == 2) {                               // read + rewrite
@@ -63,7 +76,7 @@ extern "C" __global__ void l2share(int4* buf, long long n, int passes, int varia
     if (acc == 0x7f3a2b1c) out[0] = acc;
 }
 """
-VARIANTS = ("rotating", "shared_all", "rmw_rotating", "write_read")
+VARIANTS = ("rotating", "shared_all", "rmw_rotating", "write_read", "mix_w1r3", "mix_w1r1")
 SIZES_MIB = (16, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72)
 PASSES = 4
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
@@ -100,7 +113,7 @@ def main(out_csv: str) -> None:
         for mib in SIZES_MIB:
             for v in VARIANTS:
                 r = next(it)
-                w.writerow([v, mib << 20, PASSES, r["dram_read_bytes"], r["dram_write_bytes"],
+                w.writerow([v, mib << 20, 1 if v.startswith("mix") else PASSES, r["dram_read_bytes"], r["dram_write_bytes"],
                             r["ncu_time_s"]])
                 b = mib << 20
                 print(f"{v:13s} {mib:3d} MiB  read/F {r['dram_read_bytes'] / b:6.3f}  "
