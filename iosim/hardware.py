@@ -290,9 +290,6 @@ class GpuSpec(_Spec):
             return f"sources names unknown figures: {', '.join(unknown)}"
         if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
             return "shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes"
-        if (self.l1_shared_memory_bytes_per_sm is not None
-                and self.l1_shared_memory_bytes_per_sm < self.shared_memory_per_sm_bytes):
-            return "l1_shared_memory_bytes_per_sm is below shared_memory_per_sm_bytes"
         return None
 
     # ---- derived rates -------------------------------------------------------------
