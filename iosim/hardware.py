@@ -51,6 +51,8 @@ PLAUSIBLE = {
     "shared_memory_per_sm_bytes": (1 * KiB, 16 * MiB),
     "shared_memory_per_block_bytes": (1 * KiB, 16 * MiB),
     "shared_memory_bandwidth_bytes_per_clock_per_sm": (1, 4096),
+    "l1_shared_memory_bytes_per_sm": (16 * KiB, 16 * MiB),
+    "l1_latency_s": (1e-10, 1e-6),
     "l2_capacity_bytes": (64 * KiB, 4 * GiB),
     "l2_bandwidth_bytes_per_s": (1e9, 1e15),
     "l2_latency_s": (1e-9, 1e-5),
@@ -202,6 +204,12 @@ class GpuSpec(_Spec):
     shared_memory_per_sm_bytes: int = _figure(gt=0)
     shared_memory_per_block_bytes: int = _figure(gt=0)
     shared_memory_bandwidth_bytes_per_clock_per_sm: float = _figure(gt=0)
+    # the SM's unified L1 data cache / shared-memory array: a kernel's shared-memory carve-out
+    # is taken from it, the rest caches the loads that look up L1 (Load.l1; sim/l1.py).
+    # None: no L1 model (every load crosses L2 -> SM)
+    l1_shared_memory_bytes_per_sm: Optional[int] = _figure(None, gt=0)
+    # an L1 hit's latency (sim/l1.py); None: 0
+    l1_latency_s: Optional[float] = _figure(None, gt=0)
     l2_capacity_bytes: int = _figure(gt=0)
     l2_bandwidth_bytes_per_s: float = _figure(gt=0)
     l2_latency_s: float = _figure(gt=0)

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 def occupancy(gpu, launch) -> int:
     """CTAs one SM holds at once, limited by shared memory, registers, threads and slots."""
     limits = [gpu.ctas_per_sm_max, gpu.threads_per_sm_max // launch.threads_per_cta]
-    if launch.smem_bytes_per_cta:
+    smem = launch.smem_bytes_per_cta + launch.static_smem_bytes
+    if smem:
         # CUDA reserves 1 KB of shared memory per resident block on CC 8.x/9.x (Programming Guide)
-        limits.append(gpu.shared_memory_per_sm_bytes // (launch.smem_bytes_per_cta + 1024))
+        limits.append(gpu.shared_memory_per_sm_bytes // (smem + 1024))
     regs = launch.registers_per_thread * launch.threads_per_cta
     if regs:
         limits.append(gpu.registers_per_sm // regs)

@@ -39,6 +39,10 @@ class Load:
     # tiles: measured L2→SM bytes exceed the valid rows' by exactly the box's missing rows,
     # 8 or 16 KB per head at every N of the sweep)
     oob_bytes: int = 0
+    # l1: the copy looks up the SM's L1 (cp.async.ca / ld.global.ca: the project's 4-byte
+    # row-statistic copies, iosim_common.cuh cp_async4, which cannot be .cg); a hit crosses no
+    # L2→SM bytes (sim/l1.py). False: the copy bypasses L1 (cp.async.cg, TMA), as all others
+    l1: bool = False
     kind = "load"
 
 
@@ -187,6 +191,7 @@ class Totals:
     reduce_coalesced_bytes: int = 0   # of those, in the coalesced layout (Store.reduce_layout)
     fragment_store_bytes: int = 0     # plain (non-reduce) stores in Store.layout "fragment"
     oob_load_bytes: int = 0  # Load.oob_bytes: L2→SM bytes of no tensor (in bytes_loaded)
+    l1_load_bytes: int = 0   # of the load bytes, those of Load.l1 copies (which may hit in L1)
     loads: int = 0
     stores: int = 0
     mma_flops: int = 0
@@ -206,6 +211,7 @@ class Totals:
         self.reduce_coalesced_bytes += other.reduce_coalesced_bytes * times
         self.fragment_store_bytes += other.fragment_store_bytes * times
         self.oob_load_bytes += other.oob_load_bytes * times
+        self.l1_load_bytes += other.l1_load_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
@@ -232,6 +238,8 @@ def program_totals(program: tuple) -> Totals:
         elif isinstance(item, Load):
             t.load_bytes[item.tensor] += item.bytes
             t.oob_load_bytes += item.oob_bytes
+            if item.l1:
+                t.l1_load_bytes += item.bytes
             t.loads += 1
         elif isinstance(item, Store):
             t.store_bytes[item.tensor] += item.bytes
@@ -285,8 +293,12 @@ def _asdict(op) -> dict:
 class Launch:
     grid: tuple          # CUDA grid dims (x, y, z); CTAs launch x fastest
     threads_per_cta: int
-    smem_bytes_per_cta: int
+    smem_bytes_per_cta: int          # the dynamic shared memory the launch requests
     registers_per_thread: int
+    # shared memory the kernel declares statically (__shared__ arrays), beyond
+    # smem_bytes_per_cta: it counts towards the SM's shared-memory carve-out (and so its
+    # L1's capacity, sim/l1.py) and towards occupancy (machine.occupancy)
+    static_smem_bytes: int = 0
 
     @property
     def num_ctas(self) -> int:

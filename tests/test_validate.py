@@ -77,13 +77,11 @@ def test_the_dataset_covers_every_kind_of_row(validation):
     assert any(not r.train for r in rows) and any(r.train for r in rows)
 
 
-@NOT_YET
 def test_project_l2_to_sm_bytes_within_budget(validation):
     rows, s = validation
     assert s["project"]["l2_to_sm_bytes"]["max_abs_err"] <= BUDGETS["project"]["l2_to_sm_bytes_max_abs_err"]
 
 
-@NOT_YET
 def test_project_attention_kernels_l2_to_sm_bytes_within_budget(validation):
     # the attention kernels alone, whose schedules are the traced ones
     rows, _ = validation

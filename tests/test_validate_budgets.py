@@ -74,7 +74,6 @@ def _project(rows):
     return [r for r in rows if r.impl == "iosim"]
 
 
-@NOT_YET
 def test_every_project_row_has_l2_to_sm_bytes_within_one_percent(validation_dataset):
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows

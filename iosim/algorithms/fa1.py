@@ -68,6 +68,15 @@ def fwd_smem_bytes(t: Tiling, d: int, eb: int) -> int:
     return 2 * t.block_kv * d * eb + t.stages * (2 * t.block_q * d * eb + 2 * t.block_q * STAT_BYTES)
 
 
+def fwd_static_smem_bytes(t: Tiling, d: int) -> int:
+    """fa1_fwd.cu's static shared memory: the cross-warp merge buffer xch, (WN − 1) column
+    groups × Br rows × (d + 2) fp32 (one float when WN = 1). Beside the dynamic smem it
+    decides the carve-out (sim/l1.py: FA-1 d 64, 64 × 448: 131,584 + 16,896 + 1,024 reserved
+    bytes → the 164 KB configuration Nsight Compute reports)."""
+    wn = fwd_warps_per_row_tile(t)
+    return (wn - 1) * t.block_q * (d + 2) * 4 if wn > 1 else 4
+
+
 def fwd_registers(t: Tiling, d: int) -> int:
     """fp32 S tile and P̃V product spread over the threads, plus overhead."""
     return ceil_div(t.block_q * t.block_kv + t.block_q * d, t.threads) + REG_OVERHEAD
@@ -175,8 +184,10 @@ def fwd_inner(problem, t: Tiling, b, h):
     def body(rq: int, masked: bool, q_ragged: bool, kv_ragged: bool) -> tuple:
         ops = [Load("Q", (b, h, "i"), rq, d, rq * d * eb),
                Load("O", (b, h, "i"), rq, d, rq * d * eb),
-               Load("l", (b, h, "i"), rq, 1, rq * STAT_BYTES),
-               Load("m", (b, h, "i"), rq, 1, rq * STAT_BYTES),
+               # the row statistics: 4-byte cp.async.ca copies (cp_async4), which look up L1
+               # and hit it while the O_i stored since their last visit fit (sim/l1.py)
+               Load("l", (b, h, "i"), rq, 1, rq * STAT_BYTES, l1=True),
+               Load("m", (b, h, "i"), rq, 1, rq * STAT_BYTES, l1=True),
                Mma("S=QK^T", br, bc, d)]
         if masked or kv_ragged:             # padded Q rows are simply not stored
             ops.append(Alu("mask", br * bc))
@@ -225,7 +236,8 @@ def fwd_program(problem, t: Tiling, b: int, h: int) -> tuple:
         kv_outer(problem, t, b, h, fwd_inner(problem, t, b, h))
 
 
-def head_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline) -> Kernel:
+def head_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipeline,
+                static_smem: int = 0) -> Kernel:
     """Grid (B, H): one CTA per (batch, query head); all CTAs do the same work."""
     grid = (problem.batch, problem.heads_q, 1)
 
@@ -235,7 +247,7 @@ def head_kernel(name, problem, t: Tiling, smem: int, regs: int, program_of, pipe
     def program(cta: int) -> tuple:
         return program_of(*coord(cta))
 
-    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
+    return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs, static_smem), program=program,
                   classes=((0, problem.batch * problem.heads_q),), cta_coord=coord,
                   pipeline=pipeline, coord_names=("batch", "head"))
 
@@ -341,7 +353,8 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
                                    lambda b, h: fwd_program(problem, t, b, h),
                                    Pipeline(stages=t.stages, mma_instruction="mma_sync",
                                             copy_issue_cycles_per_byte=FWD_COPY_ISSUE_CYCLES_PER_BYTE,
-                                            store_issue_cycles_per_byte=FWD_STORE_ISSUE_CYCLES_PER_BYTE)))
+                                            store_issue_cycles_per_byte=FWD_STORE_ISSUE_CYCLES_PER_BYTE),
+                                   static_smem=fwd_static_smem_bytes(t, d)))
     if problem.direction in ("bwd", "fwd+bwd"):
         t, note = choose(problem, gpu, "backward", bwd_smem_bytes, bwd_registers,
                          {"stages": 1, **{k: v for k, v in bwd_overrides.items() if v is not None}})

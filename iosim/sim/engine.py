@@ -12,6 +12,7 @@ from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, c
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker, launch_ready
+from .l1 import L1Front, SmL1, exact_l1
 from .memory import ExactMemory, MemoryCounters, Server, TileLru
 from .pipeline import CtaContext, run_program
 from .summary import kernel_result, schedule_result
@@ -46,9 +47,15 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         picker = SlotPicker(gpu.sm_count, occ)
         state = {"next": 0, "left": n}
         done = env.event()
+        # the SMs' L1s for the kernel's L1 loads (sim/l1.py; invalidated at each launch)
+        l1 = exact_l1(gpu, kernel, occ)
+        l1_sms = [SmL1(l1[1]) for _ in range(gpu.sm_count)] if l1 else None
+        l1_counts = {"l1_hit_bytes": 0, "l1_load_bytes": 0}
 
         def cta(c: int, sm: int):
-            ctx = CtaContext(env, sms[sm], mem, kernel.pipeline, mma, copy_s, store_s, frag_s,
+            front = (mem if l1_sms is None else
+                     L1Front(mem, l1_sms[sm], l1[0], gpu.l1_latency_s or 0.0, l1_counts))
+            ctx = CtaContext(env, sms[sm], front, kernel.pipeline, mma, copy_s, store_s, frag_s,
                          cycle_s=1.0 / gpu.clock_hz)
             start_s = env.now
             program = kernel.program(c)
@@ -73,7 +80,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         launch_more()
         if n:
             yield done
-        spans.append((start_s, env.now, occ, _counters_dict(mem.kernel_counters)))
+        spans.append((start_s, env.now, occ, {**_counters_dict(mem.kernel_counters), **l1_counts}))
 
     def main():
         for ki, kernel in enumerate(schedule.kernels):

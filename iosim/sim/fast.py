@@ -25,6 +25,7 @@ from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler
                       replay_trace)
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
+from .l1 import kernel_l1_hit_bytes
 from .reuse import Reuse
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
@@ -583,7 +584,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
                                        store_fill=timed.store_fill, reuse=reuse)
-    kernels = [kernel_result(k, gpu, i.rates, s, e, occ, asdict(m), i.totals,
+    kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
+                             {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
                for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,
                                                   characterizers)]

@@ -24,6 +24,8 @@ class KernelResult:
     busy_s: dict            # resource → seconds busy (summed over SMs for per-SM units)
     utilization: dict       # resource → busy / (capacity × time)
     bound_by: str
+    # load bytes that hit in the SMs' L1 (Load.l1; sim/l1.py): not in l2_to_sm_bytes
+    l1_hit_bytes: float = 0
 
     @property
     def time_s(self) -> float:
@@ -34,6 +36,7 @@ class KernelResult:
                 "time_s": self.time_s, "num_ctas": self.num_ctas,
                 "ctas_per_sm": self.ctas_per_sm, "waves": self.waves,
                 "l2_to_sm_bytes": self.l2_to_sm_bytes, "sm_to_l2_bytes": self.sm_to_l2_bytes,
+                "l1_hit_bytes": self.l1_hit_bytes,
                 "dram_read_bytes": self.dram_read_bytes,
                 "dram_write_bytes": self.dram_write_bytes,
                 "busy_s": {r: self.busy_s[r] for r in RESOURCES},

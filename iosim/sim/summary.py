@@ -19,14 +19,18 @@ def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,
     if tensor_busy_s is not None:      # the tensor server's time, operand reads included
         busy["tensor"] = tensor_busy_s
     busy["dram"] = dram_busy_s(gpu, mem["dram_read_bytes"], mem["dram_write_bytes"])
-    busy["l2"] = (totals.bytes_loaded + totals.bytes_stored) / gpu.l2_bandwidth_bytes_per_s
+    # the loads that hit in the SMs' L1 (sim/l1.py) cross no L2→SM bytes
+    l1_hit = mem.get("l1_hit_bytes", 0)
+    l2_to_sm = totals.bytes_loaded - l1_hit
+    busy["l2"] = (l2_to_sm + totals.bytes_stored) / gpu.l2_bandwidth_bytes_per_s
     span = end_s - start_s
     util = {r: (busy[r] / (span * (1 if r in ("dram", "l2") else gpu.sm_count)) if span > 0 else 0.0)
             for r in RESOURCES}
     return KernelResult(name=kernel.name, start_s=start_s, end_s=end_s,
                         num_ctas=kernel.num_ctas, ctas_per_sm=occ,
                         waves=kernel.num_ctas / (occ * gpu.sm_count),
-                        l2_to_sm_bytes=totals.bytes_loaded, sm_to_l2_bytes=totals.bytes_stored,
+                        l2_to_sm_bytes=l2_to_sm, sm_to_l2_bytes=totals.bytes_stored,
+                        l1_hit_bytes=l1_hit,
                         dram_read_bytes=mem["dram_read_bytes"],
                         dram_write_bytes=mem["dram_write_bytes"],
                         busy_s={r: busy[r] for r in RESOURCES}, utilization=util,

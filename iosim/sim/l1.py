@@ -1,0 +1,284 @@
+"""The SM's L1 data cache, for the loads that look it up (Load.l1: cp.async.ca / ld.global.ca).
+
+Every other load the project's kernels issue bypasses L1 (cp.async.cg, TMA), so the L1 only
+matters for the 4-byte copies of FA-1's row statistics l and m (iosim_common.cuh cp_async4:
+4-byte copies cannot be .cg). Measured on the H200 (measurements/h200/fa1_l1/README.md):
+those copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), exactly
+the model's L2→SM excess before this module.
+
+The model, per SM:
+- Capacity: the SM's unified L1 / shared-memory array (GpuSpec.l1_shared_memory_bytes_per_sm,
+  256 KB on Hopper) less the kernel's shared-memory carve-out, the smallest of Hopper's
+  configurations (CARVEOUTS_KIB) that holds its resident CTAs' shared memory, each with the
+  1 KB the driver reserves (carveout_bytes; Nsight Compute's launch__shared_mem_config_size
+  agrees on all five configurations measured, tests/test_l1.py).
+- What a line's reuse sees: an LRU stack of the tiles the SM's CTAs touched in L1, the L1
+  loads and every plain (non-reduce) store: the L1 probe (below) measured that stores allocate
+  (FA-1's init stores of l, m are hit by the first KV pass) and evict. A load's stack distance
+  is the bytes of the other tiles touched since its tile's last touch. .cg copies and TMA do
+  not enter it (probe mode 6: .cg copies alone evict nothing), nor atomics (performed at L2).
+- Hit probability: not a sharp LRU. The H200's L1 probe (scripts/experiments/l1_probe_h200.py,
+  one CTA per SM with FA-1's row-statistic pattern and a sweep of the bytes stored between
+  two reads of a line, at four carve-outs) measured a smooth curve: ~1 up to ~0.85 x capacity,
+  ~0.45 at ~1.3 x, ~0 beyond ~2.4 x (iosim/data/validation/l1_probe.csv). hit_probability
+  interpolates it at the kernel's capacity (linearly in the distance, between the two nearest
+  measured capacities in distance / capacity, the nearest one's shape outside them).
+- A hit crosses no L2→SM bytes and lands after the L1 latency (GpuSpec.l1_latency_s).
+
+Assumed, not measured: the stack is per SM and LRU-ordered; co-resident CTAs share it as they
+interleave (exact mode) or stretch each other's distances by the CTAs per SM (fast mode); the
+curve's dependence on the stored tiles' size (probe rows with 2 KB and 16 KB tiles deviate
+by up to 0.2 at 1.3-1.9 x capacity) and on the SM's earlier CTAs' lines is not modelled:
+FA-1 at N 512 runs ~3.9 CTAs per SM in sequence and hits 81% where the probe's one CTA per
+SM at the same distance hits 98.6% (docs/simulator.md).
+
+Exact mode: L1Front puts an SM's L1 in front of ExactMemory for one CTA; a hit is decided
+from the probability by error diffusion per SM (hits accumulate to the expected count,
+whole tiles at a time, deterministically). Fast mode: kernel_l1_hit_bytes sums the expected
+hit bytes over the CTA classes' programs.
+"""
+from __future__ import annotations
+
+import csv
+from bisect import bisect_left
+from collections import OrderedDict
+from functools import lru_cache
+
+from ..machine import occupancy
+from ..paths import VALIDATION_DIR
+from ..schedule import Loop, expand, program_totals
+
+KIB = 1024
+# Hopper's shared-memory carve-outs per SM (Hopper Tuning Guide, CUDA C++ Programming Guide
+# "Shared Memory" for compute capability 9.0: 0, 8, 16, 32, 64, 100, 132, 164, 196, 228 KB)
+CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+# the driver's reserve per resident CTA (CUDA C++ Programming Guide, CC 8.x / 9.x: 1 KB;
+# machine.occupancy counts it too)
+RESERVED_SMEM_PER_CTA_BYTES = 1024
+PROBE_CSV = VALIDATION_DIR / "l1_probe.csv"
+# the probe rows the curve is read from: FA-1's O-tile size (8 KB) and store layout (mode 0)
+PROBE_FILL_BYTES = 8192
+PROBE_MODE = 0
+
+
+@lru_cache(maxsize=1)
+def probe_curves() -> tuple:
+    """((capacity_bytes, ((stack_distance_bytes, hit_fraction), ...)), ...) from the L1
+    probe's table, capacities ascending, distances ascending."""
+    by_cap: dict = {}
+    with open(PROBE_CSV, newline="") as f:
+        for r in csv.DictReader(f):
+            if int(r["mode"]) != PROBE_MODE or int(r["fill"]) != PROBE_FILL_BYTES:
+                continue
+            by_cap.setdefault(int(r["l1_bytes"]), []).append(
+                (int(r["stack_distance_bytes"]), float(r["hit_fraction"])))
+    return tuple((c, tuple(sorted(pts))) for c, pts in sorted(by_cap.items()))
+
+
+def _interpolate(points: tuple, x: float) -> float:
+    """Piecewise-linear through `points`, flat beyond the first and last."""
+    xs = [p[0] for p in points]
+    i = bisect_left(xs, x)
+    if i == 0:
+        return points[0][1]
+    if i == len(points):
+        return points[-1][1]
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def hit_probability(distance_bytes: float, capacity_bytes: float) -> float:
+    """The measured probability that an L1 load whose line was last touched `distance_bytes`
+    of other tiles ago hits, in an L1 of `capacity_bytes`."""
+    if capacity_bytes <= 0:
+        return 0.0
+    curves = probe_curves()
+    caps = [c for c, _ in curves]
+    x = distance_bytes / capacity_bytes          # the distance in capacities
+    j = bisect_left(caps, capacity_bytes)
+    if j < len(caps) and caps[j] == capacity_bytes:
+        return _interpolate(curves[j][1], distance_bytes)
+    if j == 0 or j == len(caps):                 # outside the measured capacities: its shape
+        c, pts = curves[0] if j == 0 else curves[-1]
+        return _interpolate(pts, x * c)
+    (c0, p0), (c1, p1) = curves[j - 1], curves[j]
+    w = (capacity_bytes - c0) / (c1 - c0)
+    return (1 - w) * _interpolate(p0, x * c0) + w * _interpolate(p1, x * c1)
+
+
+def carveout_bytes(gpu, launch, ctas_per_sm: int) -> int | None:
+    """The shared-memory carve-out the driver gives a kernel with `ctas_per_sm` resident CTAs:
+    the smallest configuration that holds their shared memory (dynamic + static + 1 KB
+    each). None where the GPU has no L1 model or its shared memory is not Hopper's."""
+    if gpu.l1_shared_memory_bytes_per_sm is None or \
+            gpu.shared_memory_per_sm_bytes != CARVEOUTS_KIB[-1] * KIB:
+        return None
+    need = ctas_per_sm * (launch.smem_bytes_per_cta + launch.static_smem_bytes
+                          + RESERVED_SMEM_PER_CTA_BYTES)
+    for kib in CARVEOUTS_KIB:
+        if kib * KIB >= need:
+            return kib * KIB
+    return None
+
+
+def l1_capacity_bytes(gpu, launch, ctas_per_sm: int) -> int:
+    """The SM's L1 bytes beside the kernel's carve-out (0: no L1 model)."""
+    carve = carveout_bytes(gpu, launch, ctas_per_sm)
+    return 0 if carve is None else gpu.l1_shared_memory_bytes_per_sm - carve
+
+
+def kernel_has_l1_loads(kernel) -> bool:
+    return any(program_totals(kernel.program(rep)).l1_load_bytes for rep in kernel.representatives)
+
+
+def l1_tensors(kernel) -> frozenset:
+    """Tensors the kernel loads through L1 (Load.l1); a tensor loaded both ways is refused."""
+    via, around = set(), set()
+
+    def walk(items):
+        for it in items:
+            if isinstance(it, Loop):
+                walk(it.body)
+            elif it.kind == "load":
+                (via if it.l1 else around).add(it.tensor)
+    for rep in kernel.representatives:
+        walk(kernel.program(rep))
+    both = via & around
+    if both:
+        raise ValueError(f"kernel {kernel.name} loads {sorted(both)} both through L1 and around it")
+    return frozenset(via)
+
+
+class L1Stack:
+    """One SM's LRU stack of the tiles touched in L1 (key → bytes, most recent last), kept
+    to `depth_bytes` (beyond which the measured hit probability is 0)."""
+
+    __slots__ = ("capacity_bytes", "depth_bytes", "lines", "used_bytes")
+
+    def __init__(self, capacity_bytes: float):
+        self.capacity_bytes = capacity_bytes
+        pts = max_distance_ratio()
+        self.depth_bytes = capacity_bytes * pts
+        self.lines: OrderedDict = OrderedDict()
+        self.used_bytes = 0
+
+    def distance(self, key) -> float | None:
+        """Bytes of the other tiles touched since `key` was last (None: not in the stack)."""
+        if key not in self.lines:
+            return None
+        d = 0
+        for k in reversed(self.lines):
+            if k == key:
+                return d
+            d += self.lines[k]
+        return None  # pragma: no cover - key was found above
+
+    def touch(self, key, nbytes: int) -> None:
+        old = self.lines.pop(key, None)
+        if old is not None:
+            self.used_bytes -= old
+        self.lines[key] = nbytes
+        self.used_bytes += nbytes
+        while self.used_bytes > self.depth_bytes and len(self.lines) > 1:
+            _, b = self.lines.popitem(last=False)
+            self.used_bytes -= b
+
+    def hit_probability(self, key, stretch: float = 1.0) -> float:
+        d = self.distance(key)
+        return 0.0 if d is None else hit_probability(d * stretch, self.capacity_bytes)
+
+
+@lru_cache(maxsize=1)
+def max_distance_ratio() -> float:
+    """The largest measured distance / capacity (the stack's depth; the curves are ~0 there)."""
+    return max(pts[-1][0] / c for c, pts in probe_curves())
+
+
+class SmL1:
+    """An SM's L1 in exact mode: its stack, and the error-diffusion credit that turns hit
+    probabilities into whole-tile hits (the count of hits follows the sum of probabilities)."""
+
+    __slots__ = ("stack", "credit")
+
+    def __init__(self, capacity_bytes: float):
+        self.stack = L1Stack(capacity_bytes)
+        self.credit = 0.0
+
+    def load(self, key, nbytes: int) -> bool:
+        """An L1 load of a tile: whether it hits. The tile is then the most recent."""
+        p = self.stack.hit_probability(key)
+        self.credit += p
+        hit = self.credit >= 0.5
+        if hit:
+            self.credit -= 1.0
+        self.stack.touch(key, nbytes)
+        return hit
+
+
+class L1Front:
+    """One CTA's memory in exact mode with its SM's L1 in front of ExactMemory: loads of the
+    kernel's L1 tensors look it up (a hit returns after the L1 latency and counts
+    `l1_hit_bytes`, no L2→SM bytes); plain stores allocate in it; the rest passes through."""
+
+    __slots__ = ("mem", "l1", "tensors", "latency_s", "counts")
+
+    def __init__(self, mem, l1: SmL1, tensors: frozenset, latency_s: float, counts: dict):
+        self.mem, self.l1, self.tensors, self.latency_s = mem, l1, tensors, latency_s
+        self.counts = counts            # the kernel's {"l1_hit_bytes": ..., "l1_load_bytes": ...}
+
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+        if tensor in self.tensors:
+            self.counts["l1_load_bytes"] += nbytes
+            if self.l1.load(key, nbytes):
+                self.counts["l1_hit_bytes"] += nbytes
+                return now_s + self.latency_s
+        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
+              layout: str = "coalesced") -> float:
+        if not reduce:
+            self.l1.stack.touch(key, nbytes)
+        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+
+
+def exact_l1(gpu, kernel, ctas_per_sm: int):
+    """(tensors, capacity bytes) of a kernel's L1 in exact mode, or None where it has none."""
+    if gpu.l1_shared_memory_bytes_per_sm is None:
+        return None
+    tensors = l1_tensors(kernel)
+    if not tensors:
+        return None
+    cap = l1_capacity_bytes(gpu, kernel.launch, ctas_per_sm)
+    return (tensors, cap) if cap > 0 else None
+
+
+@lru_cache(maxsize=256)
+def program_l1_hits(program: tuple, capacity_bytes: float, stretch: float = 1.0) -> tuple:
+    """(expected L1 hit bytes, L1 load bytes) of one CTA program run alone on its SM, its
+    stack distances stretched by `stretch` (the CTAs that share the SM)."""
+    stack = L1Stack(capacity_bytes)
+    hit = total = 0.0
+    for op in expand(program):
+        if op.kind == "load":
+            if op.l1:
+                key = (op.tensor, *op.coord)
+                hit += op.bytes * stack.hit_probability(key, stretch)
+                total += op.bytes
+                stack.touch(key, op.bytes)
+        elif op.kind == "store" and not op.reduce:
+            stack.touch((op.tensor, *op.coord), op.bytes)
+    return hit, total
+
+
+def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None) -> float:
+    """Fast mode: the kernel's expected L1 hit bytes, over its CTA classes (0 without L1
+    loads or an L1 model). Co-resident CTAs stretch each other's distances by the CTAs per SM."""
+    if gpu.l1_shared_memory_bytes_per_sm is None or not kernel_has_l1_loads(kernel):
+        return 0.0
+    occ = ctas_per_sm if ctas_per_sm is not None else occupancy(gpu, kernel.launch)
+    occ = min(occ, max(1, -(-kernel.num_ctas // gpu.sm_count)))
+    cap = l1_capacity_bytes(gpu, kernel.launch, occupancy(gpu, kernel.launch))
+    if cap <= 0:
+        return 0.0
+    return sum(count * program_l1_hits(kernel.program(rep), cap, float(occ))[0]
+               for rep, count in kernel.classes)
