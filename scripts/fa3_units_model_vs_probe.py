@@ -3,8 +3,9 @@ pipeline.run_ops on SmUnits with MmaCost, one warpgroup = one SimPy process issu
 work (the d = 64 FA-3 consumer's S = Q K^T group, its P V group, its softmax tile) on its own
 wgmma stream, as a consumer warpgroup of the fa3 schedule does. Prints the model's cycles per
 group / tile beside the probe's second H200 run (benchmarks/results/wgmma_overlap_h200_run2.txt),
-with the consumers' Exp/Alu ops on the processor-sharing units (pipeline.SHARED_ELEMENTWISE,
-as the simulator runs them) and on the FIFO ones. Run from the repository root:
+with the consumers' Exp ops on the processor-sharing SFU as the simulator runs them
+(pipeline.SHARED_ELEMENTWISE), with their Alu ops shared too (tried, not kept), and with both
+on the FIFO units (before). Run from the repository root:
 python scripts/fa3_units_model_vs_probe.py"""
 import simpy
 from iosim import load_gpu
@@ -67,14 +68,16 @@ MEAS = {  # probe run 2, cycles per unit of work (group or tile), from benchmark
     ("mma", "mma_rs"): [2076832/4000, 3264812/4000], ("intra", "intra"): [6767028/4000]*2,
 }
 def main():
-    print("cycles per group / tile, model / measured (error); shared units | FIFO units")
+    simulated = pl.SHARED_ELEMENTWISE
+    print("cycles per group / tile, model / measured (error): exp shared (as simulated) | "
+          "exp and ALU shared | FIFO")
     for roles, meas in MEAS.items():
         cols = []
-        for shared in (True, False):
+        for shared in (simulated, frozenset({"exp", "alu"}), frozenset()):
             pl.SHARED_ELEMENTWISE = shared
             m = run(roles)
             cols.append("  ".join(f"{a:5.0f}/{b:5.0f} ({a / b - 1:+4.0%})" for a, b in zip(m, meas)))
-        pl.SHARED_ELEMENTWISE = True
+        pl.SHARED_ELEMENTWISE = simulated
         print(f"{'+'.join(roles):24s} " + " | ".join(cols))
 
 

@@ -4,11 +4,12 @@ Each unit is a FIFO server (memory.Server) shared by every CTA resident on the S
 on one SM each get the SM's tensor-core rate only when the other is not using it. One CTA is
 assumed able to drive all of its SM's units (4 warps cover the 4 SM sub-partitions).
 
-The consumer warpgroups of a warp-specialized wgmma loop (pipeline._Consumers) run their
-elementwise work (Exp, Alu) on the SM's SharedServer units instead: the warp schedulers issue
-one instruction per clock from any eligible warp, so two warpgroups in their softmax at once
-interleave instruction by instruction and both progress at half the rate, rather than one
-finishing its whole tile first (processor sharing, not FIFO; see SharedServer).
+The consumer warpgroups of a warp-specialized wgmma loop (pipeline._Consumers) run the kinds
+of elementwise op named in pipeline.SHARED_ELEMENTWISE (the exps) on the SM's SharedServer
+units instead: the warp schedulers issue one instruction per clock from any eligible warp, so
+two warpgroups in their softmax at once interleave instruction by instruction and both
+progress at half the rate, rather than one finishing its whole tile first (processor sharing,
+not FIFO; see SharedServer).
 """
 from __future__ import annotations
 

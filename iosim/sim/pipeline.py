@@ -39,9 +39,9 @@ from ..schedule import Loop
 from .memory import Server
 
 MEM, TENSOR, EXP, ALU = 0, 1, 2, 3
-# whether the consumer warpgroups of a warp-specialized wgmma loop run their Exp / Alu ops on
-# the SM's processor-sharing units (compute.SharedServer) rather than the FIFO ones
-SHARED_ELEMENTWISE = True
+# which of their ops ("exp", "alu") the consumer warpgroups of a warp-specialized wgmma loop run
+# on the SM's processor-sharing units (compute.SharedServer) rather than the FIFO ones
+SHARED_ELEMENTWISE = frozenset({"exp"})
 _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
 
 
@@ -163,7 +163,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)
-        elif kind in _STALL_SLOT and kind != "mma" and stream is not None and SHARED_ELEMENTWISE:
+        elif kind in SHARED_ELEMENTWISE and stream is not None:
             yield from _shared_elementwise(ctx, op, share, stall)
         elif kind in _STALL_SLOT:
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
