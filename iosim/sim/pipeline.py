@@ -39,6 +39,9 @@ from ..schedule import Loop
 from .memory import Server
 
 MEM, TENSOR, EXP, ALU = 0, 1, 2, 3
+# which of their ops ("exp", "alu") the consumer warpgroups of a warp-specialized wgmma loop run
+# on the SM's processor-sharing units (compute.SharedServer) rather than the FIFO ones
+SHARED_ELEMENTWISE = frozenset({"exp"})
 _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
 
 
@@ -160,6 +163,8 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)
+        elif kind in SHARED_ELEMENTWISE and stream is not None:
+            yield from _shared_elementwise(ctx, op, share, stall)
         elif kind in _STALL_SLOT:
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
@@ -195,6 +200,36 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
     if pending_s > env.now:
         stall[MEM] += pending_s - env.now
         yield env.timeout(pending_s - env.now)
+
+
+def _shared_elementwise(ctx: CtaContext, op, share: float, stall: list):
+    """An Exp or Alu op of a consumer warpgroup (a warp-specialized wgmma loop) on the SM's
+    processor-sharing unit (compute.SharedServer): the consumers in their softmax at once
+    share the exp / ALU pipes instruction by instruction. The rest as run_ops' FIFO units:
+    the MMA stream's issue-slot hold (machine.MmaCost.elementwise_hold, alu_hold), a measured
+    phase as a floor and a measured barrier after it."""
+    env, mma = ctx.env, ctx.mma
+    kind, now = op.kind, ctx.env.now
+    amount = _work(op) * share
+    unit = ctx.units.shared(env, kind)
+    finish = now
+    if mma is not None:
+        if kind == "alu":
+            hold = mma.alu_hold(op, op.count * share)
+            phase = mma.phase_s(op, op.count * share)
+            if phase:
+                finish = now + phase
+        else:
+            hold = mma.elementwise_hold(kind, op.count * share)
+        if hold:
+            finish = max(finish, ctx.units.tensor.reserve(now, hold)[1])
+    yield unit.request(amount)
+    stall[_STALL_SLOT[kind]] += max(0.0, env.now - now - amount / unit.rate)
+    finish = max(finish, env.now)
+    if mma is not None and kind == "alu":
+        finish += mma.barrier_s(op)
+    if finish > env.now:
+        yield env.timeout(finish - env.now)
 
 
 def run_loop(ctx: CtaContext, loop: Loop, env_vars: dict):

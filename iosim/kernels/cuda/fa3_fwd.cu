@@ -541,82 +541,120 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
 #endif
     };
 
+    // Experiments only (scripts/experiments/fa3_phase_stamps_h200.py): -DIOSIM_PHASE_STAMPS=n
+    // (with IOSIM_STAMPS) makes PSTAMP(j, e) write thread 0 of consumer c's clock64 at event e
+    // (0..7) of KV step j < 8 into the trace buffer after the CTAs' 16 stamp slots, for the
+    // first n CTAs (linear index): [cta][c][j][e], 3 · 8 · 8 slots per CTA.
+#if defined(IOSIM_PHASE_STAMPS) && defined(IOSIM_STAMPS) && !defined(IOSIM_TRACE)
+    const unsigned long long cta_lin = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    u64* const pst = trace + 16ull * gridDim.x * gridDim.y * gridDim.z + cta_lin * 192 + c * 64;
+    const bool pst_on = t == 0 && cta_lin < IOSIM_PHASE_STAMPS;
+#define PSTAMP(j, e) do { if (pst_on && (j) < 8) { unsigned long long c_; \
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_) :: "memory"); pst[(j) * 8 + (e)] = c_; } } while (0)
+#else
+#define PSTAMP(j, e) do {} while (0)
+#endif
     if (PP && c == C - 1) named_arrive(1, 256);    // consumer 0 issues first
     mbar_wait(bar_q, 0);
     if (rec) STAMP(trace, 2);
 #if FA3_INTRA_OVERLAP
     if (j_stop > 0) {
+        PSTAMP(0, 0);
         mbar_wait(k_full(0), 0);
         pp_sync();
+        PSTAMP(0, 1);
         wgmma_fence();
         issue_s(0);
         pp_arrive();
+        PSTAMP(0, 2);
         if (rec) tr.op(EV_MMA, N_S);
         wgmma_wait<0>();
         reg_fence(s);
+        PSTAMP(0, 3);
         if (rec) STAMP(trace, 3);
         if (c == C - 1 && t == 0) STAMP(trace, 10);
         release_k(0);
         softmax(0);
+        PSTAMP(0, 4);
         if (rec) tr.op(EV_EXP, N_EXP);
         rescale_and_pack(0);
+        PSTAMP(0, 6);
         for (int j = 1; j < j_stop; ++j) {
+            PSTAMP(j, 0);
             mbar_wait(k_full(j % STAGES), (j / STAGES) & 1);
             mbar_wait(v_full((j - 1) % STAGES), ((j - 1) / STAGES) & 1);
             pp_sync();
+            PSTAMP(j, 1);
             wgmma_fence();
             issue_s(j);                            // S_j = Q K_jᵀ ...
             issue_pv(j - 1);                       // ... and O += P_{j-1} V_{j-1}, both in flight
             pp_arrive();
+            PSTAMP(j, 2);
             if (rec) { tr.op(EV_MMA, N_S); tr.op(EV_MMA, N_PV); }
             wgmma_wait<1>();                       // S_j done; P_{j-1} V_{j-1} still running
             reg_fence(s);
+            PSTAMP(j, 3);
             release_k(j);
             if (rec && j <= 3) STAMP(trace, 10 + j);   // S_j done (experiments)
             if (c == C - 1 && t == 0 && j == 3) STAMP(trace, 14);
             softmax(j);
+            PSTAMP(j, 4);
             if (rec) tr.op(EV_EXP, N_EXP);
             wgmma_wait<0>();
             reg_fence(o);
             reg_fence_u(p);
+            PSTAMP(j, 5);
             release(j - 1);
             rescale_and_pack(j);
+            PSTAMP(j, 6);
         }
         const int jl = j_stop - 1;
+        PSTAMP(j_stop, 0);
         mbar_wait(v_full(jl % STAGES), (jl / STAGES) & 1);
         pp_sync();
+        PSTAMP(j_stop, 1);
         wgmma_fence();
         issue_pv(jl);
         pp_arrive();
+        PSTAMP(j_stop, 2);
         if (rec) tr.op(EV_MMA, N_PV);
         wgmma_wait<0>();
         reg_fence(o);
+        PSTAMP(j_stop, 5);
         release(jl);
     }
 #else
     for (int j = 0; j < j_stop; ++j) {
+        PSTAMP(j, 0);
         mbar_wait(k_full(j % STAGES), (j / STAGES) & 1);
         pp_sync();
+        PSTAMP(j, 1);
         wgmma_fence();
         issue_s(j);
         pp_arrive();
+        PSTAMP(j, 2);
         if (rec) tr.op(EV_MMA, N_S);
         wgmma_wait<0>();
         reg_fence(s);
+        PSTAMP(j, 3);
         release_k(j);
         if (rec && j >= 1 && j <= 3) STAMP(trace, 10 + j);   // S_j done (experiments)
         if (c == C - 1 && t == 0 && j == 3) STAMP(trace, 14);
         softmax(j);
+        PSTAMP(j, 4);
         if (rec) tr.op(EV_EXP, N_EXP);
         rescale_and_pack(j);
+        PSTAMP(j, 5);
         mbar_wait(v_full(j % STAGES), (j / STAGES) & 1);
         pp_sync();
+        PSTAMP(j, 6);
         wgmma_fence();
         issue_pv(j);
         pp_arrive();
         if (rec) tr.op(EV_MMA, N_PV);
         wgmma_wait<0>();
         reg_fence(o);
+        PSTAMP(j, 7);
         release(j);
     }
 #endif
