@@ -55,17 +55,34 @@ class _Recorder:
     """One CTA's memory front end in the wave: forwards to the shared ExactMemory and records,
     per (kind, tensor), each request's FIFO wait in issue order."""
 
-    __slots__ = ("mem", "waits")
+    __slots__ = ("mem", "waits", "points", "_point")
 
     def __init__(self, mem: ExactMemory):
         self.mem = mem
         self.waits = defaultdict(list)
+        self.points = defaultdict(list)   # wait point's tensors → issue-to-last-tile latencies
+        self._point = None                # the open wait point: [issue_s, tensors, ready_s]
 
     def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        point = self._point
+        if point is None or point[0] != now_s or tensor in point[1]:
+            self.close()
+            point = self._point = [now_s, (), ready]
+        point[1] += (tensor,)
+        point[2] = max(point[2], ready)
+        return ready
+
+    def close(self) -> None:
+        """End the open wait point (its loads were issued together): record its latency."""
+        if self._point is not None:
+            now_s, tensors, ready = self._point
+            self.points[tensors].append(ready - now_s)
+            self._point = None
 
     def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+        self.close()
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
         return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
 
@@ -76,9 +93,19 @@ class WaveQueue:
     (kind "load" or "store"), from the kernel's wave; requests outside loops are not in it."""
 
     waits: tuple          # sorted ((kind, tensor), wait_s) pairs: hashable, a memo key
+    points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency
 
     def as_dict(self) -> dict:
         return dict(self.waits)
+
+
+@dataclass(frozen=True)
+class WaitPoints:
+    """A kernel's wait points' mean latencies from its wave (WaveQueue.points) and the
+    replay's L2 queue position for every other request."""
+
+    points: tuple
+    queue_position: float
 
 
 def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float) -> WaveQueue:
@@ -119,12 +146,19 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     launch()
     env.run()
     total, count = defaultdict(float), defaultdict(int)
+    p_total, p_count = defaultdict(float), defaultdict(int)
     for rec, program in recorders:
+        rec.close()
         for key, waits in rec.waits.items():
             for w in _settled(waits, _loop_iterations(program)):
                 total[key] += w
                 count[key] += 1
-    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)))
+        for key, lat in rec.points.items():
+            for w in _settled(lat, _loop_iterations(program)):
+                p_total[key] += w
+                p_count[key] += 1
+    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)),
+                     tuple(sorted((key, p_total[key] / p_count[key]) for key in p_count)))
 
 
 def _loop_iterations(program: tuple) -> int:
