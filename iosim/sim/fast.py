@@ -24,6 +24,7 @@ from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
                       replay_trace)
 from .pipeline import tile_key
+from .wave_queue import WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .reuse import Reuse
@@ -200,8 +201,13 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         tail_start = tail_wave_start(kernel.num_ctas, occ * gpu.sm_count)
         if tail_miss is not None and tail_miss[ki] is not None and tail_start is not None:
             cohort_miss.append(tail_miss[ki])
-        # (miss figures, profile memo key: the figures and the L2 queue factor)
-        cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
+        # (miss figures, profile memo key: the figures and the L2 queue factor); the last
+        # partial wave's CTAs share their tiles with fewer others, so the wait points of the
+        # full waves (WaitPoints) are not theirs: the replay's queue position is
+        queue = l2_queue[ki]
+        tail_queue = queue.tail() if isinstance(queue, WaitPoints) else queue
+        cohorts = [(m, (tuple(sorted(m.items())), queue if c == 0 else tail_queue))
+                   for c, m in enumerate(cohort_miss)]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         fill = store_fill[ki] if store_fill is not None else None
         span = _burst_span(info, miss[ki], dram_scale[ki] * dram_write_cost(gpu) if fill is None
@@ -580,12 +586,15 @@ def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: flo
     """Per kernel, the replay's L2 queue position, or for a lockstep_waves kernel a
     wave_queue.WaitPoints: its wait points' latencies from a short exact simulation of its
     waves, the queue position for every other request (docs/simulator.md, lockstep queueing)."""
-    from .wave_queue import WaitPoints, wave_queue
+    from .wave_queue import wave_queue
     out = []
     for k, i, c, q in zip(schedule.kernels, infos, characterizers, l2_queue):
-        points = (wave_queue(k, gpu, rates, c.mma, i.occ, capacity).points
-                  if lockstep_waves(k, i) else ())
-        out.append(WaitPoints(points, q) if points else q)
+        if not lockstep_waves(k, i):
+            out.append(q)
+            continue
+        wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity,
+                          tail_wave_start(k.num_ctas, i.occ * gpu.sm_count))
+        out.append(WaitPoints(wave.points, q, wave.tail_points) if wave.points else q)
     return out
 
 

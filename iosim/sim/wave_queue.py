@@ -94,6 +94,7 @@ class WaveQueue:
 
     waits: tuple          # sorted ((kind, tensor), wait_s) pairs: hashable, a memo key
     points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency
+    tail_points: tuple = ()   # the same over the CTAs of the last partial wave, if simulated
 
     def as_dict(self) -> dict:
         return dict(self.waits)
@@ -106,11 +107,22 @@ class WaitPoints:
 
     points: tuple
     queue_position: float
+    tail_points: tuple = ()   # the last partial wave's, where the wave simulated it
+
+    def tail(self):
+        """What the last partial wave's CTAs use: its own wait points where the wave
+        simulation ran them, else the replay's queue position (they share their tiles with
+        fewer CTAs than a full wave's)."""
+        return WaitPoints(self.tail_points, self.queue_position) if self.tail_points \
+            else self.queue_position
 
 
-def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float) -> WaveQueue:
-    """Simulate the kernel's first wave, loops cut to WAVE_ITERATIONS, in exact mode's pieces
-    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests."""
+def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float,
+               tail_start: int | None = None) -> WaveQueue:
+    """Simulate the kernel's first waves, loops cut to WAVE_ITERATIONS, in exact mode's pieces
+    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
+    latencies of their wait points (loads issued together), the CTAs from tail_start (the
+    last partial wave, when simulated) apart."""
     env = simpy.Environment()
     mem = ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
                       Server(dram_read_rate(gpu)), gpu.l2_latency_s, gpu.dram_latency_s,
@@ -130,7 +142,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         program = truncated(kernel.program(c), WAVE_ITERATIONS)
         rec = _Recorder(mem)
         if c >= counted_from:
-            recorders.append((rec, program))
+            recorders.append((c, (rec, program)))
         ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
                          cycle_s=1.0 / gpu.clock_hz)
         yield from run_program(ctx, program, {})
@@ -146,19 +158,22 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     launch()
     env.run()
     total, count = defaultdict(float), defaultdict(int)
-    p_total, p_count = defaultdict(float), defaultdict(int)
-    for rec, program in recorders:
+    points = [(defaultdict(float), defaultdict(int)) for _ in range(2)]   # body, tail
+    tail = kernel.num_ctas if tail_start is None else tail_start
+    for c, (rec, program) in recorders:
         rec.close()
-        for key, waits in rec.waits.items():
-            for w in _settled(waits, _loop_iterations(program)):
-                total[key] += w
-                count[key] += 1
+        if c < tail:
+            for key, waits in rec.waits.items():
+                for w in _settled(waits, _loop_iterations(program)):
+                    total[key] += w
+                    count[key] += 1
+        p_total, p_count = points[c >= tail]
         for key, lat in rec.points.items():
             for w in _settled(lat, _loop_iterations(program)):
                 p_total[key] += w
                 p_count[key] += 1
-    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)),
-                     tuple(sorted((key, p_total[key] / p_count[key]) for key in p_count)))
+    means = [tuple(sorted((key, t[key] / n[key]) for key in n)) for t, n in points]
+    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)), *means)
 
 
 def _loop_iterations(program: tuple) -> int:
