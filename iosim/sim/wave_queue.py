@@ -16,7 +16,13 @@ on the L2 FIFO before its own transfer starts (server.free_s − issue time, exa
 exact mode's loads wait), over the iterations after the first WARMUP_ITERATIONS and before the
 last DRAIN_ITERATIONS (the start's burst is first_wave.py's; the end drains the queue).
 Those waits go to the micro-simulations' memory (memory.ExpectedMemory.l2_fifo_wait_s): a
-load's transfer starts no earlier than its issue plus its tensor's wait.
+load's transfer starts no earlier than its issue plus its tensor's wait (opt-in).
+
+The same wave also gives each wait point's latency (the loads a CTA issues at one instant,
+keyed by their tensors in issue order: from issue to the last tile, exact mode's max over
+them), over the same settled iterations, and apart over the CTAs of the kernel's last partial
+wave where simulated: WaitPoints, which the fast mode uses for synchronous kernels whose
+CTAs run in lockstep (fast.lockstep_waves; docs/simulator.md).
 """
 from __future__ import annotations
 
