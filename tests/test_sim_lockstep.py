@@ -62,3 +62,10 @@ def test_a_new_instant_or_a_repeated_tensor_opens_a_new_wait_point():
     mem.load(("Q", 1), "Q", 64, 3e-6)
     mem.load(("Q", 2), "Q", 64, 3e-6)                    # a second CTA's Q, same instant
     assert mem.load(("K", 1), "K", 64, 3e-6) == pytest.approx(3e-6 + 700e-9)
+
+
+def test_a_store_waits_for_its_tensors_wave_latency():
+    mem = _memory({("store", "O"): 300e-9})
+    assert mem.store(("O", 0), "O", 64, False, 1e-6) == pytest.approx(1e-6 + 300e-9)
+    # a tensor without one: until this SM's own port has taken its bytes
+    assert mem.store(("L", 0), "L", 64, False, 2e-6) == pytest.approx(2e-6 + 64e-12)

@@ -8,7 +8,7 @@ import pytest
 
 from iosim import AttentionProblem, load_gpu
 from iosim.machine import SmRates
-from iosim.schedule import Alu, Kernel, Launch, Load, Pipeline, loop
+from iosim.schedule import Alu, Kernel, Launch, Load, Pipeline, Store, loop
 from iosim.sim.launch import ctas_per_sm, kernel_mma_cost
 from iosim.sim.wave_queue import truncated, wave_queue
 
@@ -81,3 +81,17 @@ def test_the_last_partial_waves_wait_points_are_kept_apart():
                        kernel_mma_cost(GPU, PROBLEM, kernel), 1, GPU.l2_capacity_bytes, 20)
     assert dict(split.points)[("A",)] == pytest.approx(SMS * tile_s, rel=0.01)
     assert dict(split.tail_points)[("A",)] == pytest.approx(5 * tile_s, rel=0.01)
+
+
+def test_a_stores_latency_is_its_wait_for_the_port_and_its_transfer():
+    # one store per iteration, saturated: n·s per round, the store done n·s after issue
+    tile_s = 100e-9
+    nbytes = int(round(GPU.l2_bandwidth_bytes_per_s * tile_s))
+    body = (Store("O", (0,), 1, nbytes, nbytes),)
+    kernel = Kernel(name="probe", launch=Launch((3 * SMS, 1, 1), 128, 200_000, 32),
+                    program=lambda cta: tuple(loop("j", 0, 40, body)),
+                    classes=((0, 3 * SMS),), cta_coord=lambda cta: (cta,),
+                    pipeline=Pipeline(stages=1))
+    wave = wave_queue(kernel, GPU, SmRates.of(GPU, "fp16"),
+                      kernel_mma_cost(GPU, PROBLEM, kernel), 1, GPU.l2_capacity_bytes)
+    assert dict(wave.points)["store", "O"] == pytest.approx(SMS * tile_s, rel=0.01)

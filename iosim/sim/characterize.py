@@ -80,7 +80,9 @@ def split_segments(program: tuple) -> list:
 class _WaitPointMemory(ExpectedMemory):
     """ExpectedMemory whose loads of a known wait point (the loads a CTA issues at one
     instant, by their tensors in issue order) take that wait point's latency from exact
-    mode's wave (wave_queue.WaitPoints); other requests as ExpectedMemory's."""
+    mode's wave (wave_queue.WaitPoints), and whose stores take the wave's time until the L2
+    accepted a store of their tensor (key ("store", tensor)); other requests, and anything
+    faster on this SM's own servers, as ExpectedMemory's."""
 
     wait_point_s: dict = {}
     _point: tuple = (None, ())        # the open wait point: (issue time, tensors so far)
@@ -96,6 +98,13 @@ class _WaitPointMemory(ExpectedMemory):
             return super().load(key, tensor, nbytes, now_s, oob_bytes)
         own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s
         return max(own_s, now_s + latency_s)
+
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
+              layout: str = "coalesced") -> float:
+        self._point = (None, ())
+        latency_s = self.wait_point_s.get(("store", tensor))
+        accepted = super().store(key, tensor, nbytes, reduce, now_s, layout)
+        return accepted if latency_s is None else max(accepted, now_s + latency_s)
 
 
 class Characterizer:

@@ -20,7 +20,7 @@ load's transfer starts no earlier than its issue plus its tensor's wait (opt-in)
 
 The same wave also gives each wait point's latency (the loads a CTA issues at one instant,
 keyed by their tensors in issue order: from issue to the last tile, exact mode's max over
-them), over the same settled iterations, and apart over the CTAs of the kernel's last partial
+them; a store's: until the L2 accepted it), over the same settled iterations, and apart over the CTAs of the kernel's last partial
 wave where simulated: WaitPoints, which the fast mode uses for synchronous kernels whose
 CTAs run in lockstep (fast.lockstep_waves; docs/simulator.md).
 """
@@ -90,7 +90,9 @@ class _Recorder:
     def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
         self.close()
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        accepted = self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        self.points["store", tensor].append(accepted - now_s)
+        return accepted
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,8 @@ class WaveQueue:
     (kind "load" or "store"), from the kernel's wave; requests outside loops are not in it."""
 
     waits: tuple          # sorted ((kind, tensor), wait_s) pairs: hashable, a memo key
-    points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency
+    points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency;
+                          # (("store", tensor), latency_s): until the L2 accepts a store
     tail_points: tuple = ()   # the same over the CTAs of the last partial wave, if simulated
 
     def as_dict(self) -> dict:
