@@ -20,7 +20,7 @@ from pathlib import Path
 
 # modules only the aggregated fast mode runs (exact mode's results cannot depend on them)
 FAST_ONLY = ("iosim.sim.fast", "iosim.sim.fluid", "iosim.sim.characterize",
-             "iosim.sim.first_wave", "iosim.sim.l2model")
+             "iosim.sim.first_wave", "iosim.sim.l2model", "iosim.sim.wave_queue")
 
 
 def exact_fingerprint(gpu) -> str:

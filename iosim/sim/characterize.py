@@ -27,7 +27,7 @@ from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
 from .pipeline import CtaContext, run_program
-from .wave_queue import WaveQueue
+from .wave_queue import WaitPoints, WaveQueue
 
 VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
 
@@ -77,6 +77,36 @@ def split_segments(program: tuple) -> list:
     return out
 
 
+class _WaitPointMemory(ExpectedMemory):
+    """ExpectedMemory whose loads of a known wait point (the loads a CTA issues at one
+    instant, by their tensors in issue order) take that wait point's latency from exact
+    mode's wave (wave_queue.WaitPoints), and whose stores take the wave's time until the L2
+    accepted a store of their tensor (key ("store", tensor)); other requests, and anything
+    faster on this SM's own servers, as ExpectedMemory's."""
+
+    wait_point_s: dict = {}
+    _point: tuple = (None, ())        # the open wait point: (issue time, tensors so far)
+
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+        at, tensors = self._point
+        if at != now_s or tensor in tensors:
+            tensors = ()
+        tensors += (tensor,)
+        self._point = (now_s, tensors)
+        latency_s = self.wait_point_s.get(tensors)
+        if latency_s is None:
+            return super().load(key, tensor, nbytes, now_s, oob_bytes)
+        own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s
+        return max(own_s, now_s + latency_s)
+
+    def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
+              layout: str = "coalesced") -> float:
+        self._point = (None, ())
+        latency_s = self.wait_point_s.get(("store", tensor))
+        accepted = super().store(key, tensor, nbytes, reduce, now_s, layout)
+        return accepted if latency_s is None else max(accepted, now_s + latency_s)
+
+
 class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
@@ -96,11 +126,15 @@ class Characterizer:
         units = SmUnits(self.rates)
         miss_items, queue = miss     # queue: the L2 queue position, or a WaveQueue
         fifo = queue.as_dict() if isinstance(queue, WaveQueue) else None
-        mem = ExpectedMemory(Server(gpu.l2_bandwidth_bytes_per_s),
-                             Server(dram_read_rate(gpu)),
-                             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items),
-                             0.0 if fifo is not None else queue, reduce_l2_costs(gpu), fifo,
-                             fragment_store_l2_cost(gpu))
+        points = dict(queue.points) if isinstance(queue, WaitPoints) else None
+        position = (0.0 if fifo is not None else
+                    queue.queue_position if points is not None else queue)
+        mem = (ExpectedMemory if points is None else _WaitPointMemory)(
+            Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
+            gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items), position,
+            reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu))
+        if points is not None:
+            mem.wait_point_s = points
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
         frag_s = fragment_store_issue_s_per_byte(self.gpu)

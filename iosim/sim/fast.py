@@ -23,6 +23,8 @@ from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
 from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
                       replay_trace)
+from .pipeline import tile_key
+from .wave_queue import WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .l1 import kernel_l1_hit_bytes
@@ -200,8 +202,13 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         tail_start = tail_wave_start(kernel.num_ctas, occ * gpu.sm_count)
         if tail_miss is not None and tail_miss[ki] is not None and tail_start is not None:
             cohort_miss.append(tail_miss[ki])
-        # (miss figures, profile memo key: the figures and the L2 queue factor)
-        cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
+        # (miss figures, profile memo key: the figures and the L2 queue factor); the last
+        # partial wave's CTAs share their tiles with fewer others, so the wait points of the
+        # full waves (WaitPoints) are not theirs: the replay's queue position is
+        queue = l2_queue[ki]
+        tail_queue = queue.tail() if isinstance(queue, WaitPoints) else queue
+        cohorts = [(m, (tuple(sorted(m.items())), queue if c == 0 else tail_queue))
+                   for c, m in enumerate(cohort_miss)]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         fill = store_fill[ki] if store_fill is not None else None
         span = _burst_span(info, miss[ki], dram_scale[ki] * dram_write_cost(gpu) if fill is None
@@ -528,6 +535,70 @@ def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -
             for k, i, c in zip(schedule.kernels, infos, characterizers)]
 
 
+def _loop_counts(items) -> tuple:
+    """A program's loop structure: the counts of its loops, nested loops inside."""
+    return tuple((it.count, _loop_counts(it.body)) for it in items if it.kind == "loop")
+
+
+def _reuse_gaps(items, env: dict, state: list) -> None:
+    """Walk a program's loads in issue order; state = [loads seen, key → last position,
+    largest number of loads between two loads of one tile]."""
+    for it in items:
+        if it.kind == "loop":
+            for v in it.values():
+                env[it.var] = v
+                _reuse_gaps(it.body, env, state)
+            env.pop(it.var, None)
+        elif it.kind == "load":
+            key = tile_key(it, env)
+            last = state[1].get(key)
+            if last is not None and state[0] - last > state[2]:
+                state[2] = state[0] - last
+            state[1][key] = state[0]
+            state[0] += 1
+
+
+def max_reuse_gap(program) -> int:
+    """The most loads a CTA issues between two loads of one tile (0: no tile read twice)."""
+    state = [0, {}, 0]
+    _reuse_gaps(program, {}, state)
+    return state[2]
+
+
+def lockstep_waves(kernel, info: KernelInfo) -> bool:
+    """Whether a kernel's wait points take their latency from its wave (wave_queue.py):
+    a synchronous loop (stages = 1: every iteration waits for its own loads, so CTAs that
+    share a tile stay in lockstep), every CTA class with the same loop counts, and loops cut
+    to WAVE_ITERATIONS that keep each class's reuse gaps (the wave then repeats fewer of the
+    same iterations: what one iteration loads, its hits and the CTAs' relative phases stay).
+    Classes of different lengths (a causal grid) would be cut into a lockstep the full kernel
+    does not have, and a cut loop between two reads of a tile shortens its reuse (FA-1's
+    Q/O loops: the wave's wait 330 ns against the full kernel's 211)."""
+    from .wave_queue import WAVE_ITERATIONS, truncated
+    return (kernel.pipeline.stages == 1
+            and any(it.kind == "loop" for p in info.programs for it in p)
+            and len({_loop_counts(p) for p in info.programs}) == 1
+            and all(max_reuse_gap(truncated(p, WAVE_ITERATIONS)) == max_reuse_gap(p)
+                    for p in info.programs))
+
+
+def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: float,
+                      l2_queue: list) -> list:
+    """Per kernel, the replay's L2 queue position, or for a lockstep_waves kernel a
+    wave_queue.WaitPoints: its wait points' latencies from a short exact simulation of its
+    waves, the queue position for every other request (docs/simulator.md, lockstep queueing)."""
+    from .wave_queue import wave_queue
+    out = []
+    for k, i, c, q in zip(schedule.kernels, infos, characterizers, l2_queue):
+        if not lockstep_waves(k, i):
+            out.append(q)
+            continue
+        wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity,
+                          tail_wave_start(k.num_ctas, i.occ * gpu.sm_count))
+        out.append(WaitPoints(wave.points, q, wave.tail_points) if wave.points else q)
+    return out
+
+
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                   l2_sample_budget: int = DEFAULT_SAMPLE_BUDGET, l2_protocol: str = "warm",
                   time_protocol: str | None = None, l2_queue_from_wave: bool = False,
@@ -579,6 +650,9 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
     l2_queue = (_wave_queues(schedule, gpu, rates, infos, characterizers, capacity)
                 if l2_queue_from_wave else timed.l2_queue)
+    if not l2_queue_from_wave:
+        l2_queue = _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity,
+                                     l2_queue)
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",

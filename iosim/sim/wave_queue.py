@@ -16,7 +16,13 @@ on the L2 FIFO before its own transfer starts (server.free_s − issue time, exa
 exact mode's loads wait), over the iterations after the first WARMUP_ITERATIONS and before the
 last DRAIN_ITERATIONS (the start's burst is first_wave.py's; the end drains the queue).
 Those waits go to the micro-simulations' memory (memory.ExpectedMemory.l2_fifo_wait_s): a
-load's transfer starts no earlier than its issue plus its tensor's wait.
+load's transfer starts no earlier than its issue plus its tensor's wait (opt-in).
+
+The same wave also gives each wait point's latency (the loads a CTA issues at one instant,
+keyed by their tensors in issue order: from issue to the last tile, exact mode's max over
+them; a store's: until the L2 accepted it), over the same settled iterations, and apart over the CTAs of the kernel's last partial
+wave where simulated: WaitPoints, which the fast mode uses for synchronous kernels whose
+CTAs run in lockstep (fast.lockstep_waves; docs/simulator.md).
 """
 from __future__ import annotations
 
@@ -55,19 +61,38 @@ class _Recorder:
     """One CTA's memory front end in the wave: forwards to the shared ExactMemory and records,
     per (kind, tensor), each request's FIFO wait in issue order."""
 
-    __slots__ = ("mem", "waits")
+    __slots__ = ("mem", "waits", "points", "_point")
 
     def __init__(self, mem: ExactMemory):
         self.mem = mem
         self.waits = defaultdict(list)
+        self.points = defaultdict(list)   # wait point's tensors → issue-to-last-tile latencies
+        self._point = None                # the open wait point: [issue_s, tensors, ready_s]
 
     def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        point = self._point
+        if point is None or point[0] != now_s or tensor in point[1]:
+            self.close()
+            point = self._point = [now_s, (), ready]
+        point[1] += (tensor,)
+        point[2] = max(point[2], ready)
+        return ready
+
+    def close(self) -> None:
+        """End the open wait point (its loads were issued together): record its latency."""
+        if self._point is not None:
+            now_s, tensors, ready = self._point
+            self.points[tensors].append(ready - now_s)
+            self._point = None
 
     def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+        self.close()
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        accepted = self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        self.points["store", tensor].append(accepted - now_s)
+        return accepted
 
 
 @dataclass(frozen=True)
@@ -76,14 +101,37 @@ class WaveQueue:
     (kind "load" or "store"), from the kernel's wave; requests outside loops are not in it."""
 
     waits: tuple          # sorted ((kind, tensor), wait_s) pairs: hashable, a memo key
+    points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency;
+                          # (("store", tensor), latency_s): until the L2 accepts a store
+    tail_points: tuple = ()   # the same over the CTAs of the last partial wave, if simulated
 
     def as_dict(self) -> dict:
         return dict(self.waits)
 
 
-def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float) -> WaveQueue:
-    """Simulate the kernel's first wave, loops cut to WAVE_ITERATIONS, in exact mode's pieces
-    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests."""
+@dataclass(frozen=True)
+class WaitPoints:
+    """A kernel's wait points' mean latencies from its wave (WaveQueue.points) and the
+    replay's L2 queue position for every other request."""
+
+    points: tuple
+    queue_position: float
+    tail_points: tuple = ()   # the last partial wave's, where the wave simulated it
+
+    def tail(self):
+        """What the last partial wave's CTAs use: its own wait points where the wave
+        simulation ran them, else the replay's queue position (they share their tiles with
+        fewer CTAs than a full wave's)."""
+        return WaitPoints(self.tail_points, self.queue_position) if self.tail_points \
+            else self.queue_position
+
+
+def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float,
+               tail_start: int | None = None) -> WaveQueue:
+    """Simulate the kernel's first waves, loops cut to WAVE_ITERATIONS, in exact mode's pieces
+    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
+    latencies of their wait points (loads issued together), the CTAs from tail_start (the
+    last partial wave, when simulated) apart."""
     env = simpy.Environment()
     mem = ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
                       Server(dram_read_rate(gpu)), gpu.l2_latency_s, gpu.dram_latency_s,
@@ -103,7 +151,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         program = truncated(kernel.program(c), WAVE_ITERATIONS)
         rec = _Recorder(mem)
         if c >= counted_from:
-            recorders.append((rec, program))
+            recorders.append((c, (rec, program)))
         ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
                          cycle_s=1.0 / gpu.clock_hz)
         yield from run_program(ctx, program, {})
@@ -119,12 +167,22 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     launch()
     env.run()
     total, count = defaultdict(float), defaultdict(int)
-    for rec, program in recorders:
-        for key, waits in rec.waits.items():
-            for w in _settled(waits, _loop_iterations(program)):
-                total[key] += w
-                count[key] += 1
-    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)))
+    points = [(defaultdict(float), defaultdict(int)) for _ in range(2)]   # body, tail
+    tail = kernel.num_ctas if tail_start is None else tail_start
+    for c, (rec, program) in recorders:
+        rec.close()
+        if c < tail:
+            for key, waits in rec.waits.items():
+                for w in _settled(waits, _loop_iterations(program)):
+                    total[key] += w
+                    count[key] += 1
+        p_total, p_count = points[c >= tail]
+        for key, lat in rec.points.items():
+            for w in _settled(lat, _loop_iterations(program)):
+                p_total[key] += w
+                p_count[key] += 1
+    means = [tuple(sorted((key, t[key] / n[key]) for key in n)) for t, n in points]
+    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)), *means)
 
 
 def _loop_iterations(program: tuple) -> int:

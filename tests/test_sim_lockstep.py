@@ -1,0 +1,71 @@
+"""The fast mode's lockstep wait points: which kernels take them from their wave
+(fast.lockstep_waves, fast.max_reuse_gap) and how a micro-simulation's loads use them
+(characterize._WaitPointMemory)."""
+import pytest
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.schedule import Load, loop
+from iosim.sim.characterize import _WaitPointMemory
+from iosim.sim.fast import KernelInfo, lockstep_waves, max_reuse_gap
+from iosim.sim.memory import Server
+
+H100 = load_gpu("h100")
+
+
+def _load(tensor: str, coord: tuple) -> Load:
+    return Load(tensor, coord, 1, 64, 64)
+
+
+def test_reuse_gap_counts_the_loads_between_two_loads_of_one_tile():
+    # Q re-read every iteration behind one K: 2 loads from one Q to the next
+    prog = tuple(loop("j", 0, 5, (_load("Q", (0,)), _load("K", ("j",)))))
+    assert max_reuse_gap(prog) == 2
+    # 4 Q tiles, re-read once per outer iteration: 4 loads apart
+    nest = tuple(loop("j", 0, 3, tuple(loop("i", 0, 4, (_load("Q", ("i",)),)))))
+    assert max_reuse_gap(nest) == 4
+    assert max_reuse_gap(tuple(loop("j", 0, 5, (_load("K", ("j",)),)))) == 0
+
+
+@pytest.mark.parametrize("algorithm,causal,expected", [
+    ("square", False, True),      # synchronous, one loop shape, only outer repetitions cut
+    ("square", True, False),      # causal classes of different lengths
+    ("fa1", False, False),        # its cut inner Q/O loop shortens the re-reads' gaps
+    ("fa2", False, False),        # buffered (stages 2)
+])
+def test_which_kernels_take_their_wait_points_from_the_wave(algorithm, causal, expected):
+    schedule = build_schedule(AttentionProblem(seq_q=4096, heads_q=8, causal=causal), H100,
+                              algorithm)
+    kernel = schedule.kernels[0]
+    assert lockstep_waves(kernel, KernelInfo.of(kernel, H100, "fp16")) is expected
+
+
+def _memory(points: dict):
+    mem = _WaitPointMemory(Server(1e12), Server(1e12), 100e-9, 500e-9, {}, 0.0)
+    mem.wait_point_s = points
+    return mem
+
+
+def test_a_known_wait_points_last_load_takes_its_latency():
+    mem = _memory({("Q", "K"): 700e-9})
+    first = mem.load(("Q", 0), "Q", 64, 1e-6)
+    last = mem.load(("K", 0), "K", 64, 1e-6)
+    # Q alone is no known wait point: its own transfer (64 B at 1 TB/s) and the L2 latency
+    assert first == pytest.approx(1e-6 + 64e-12 + 100e-9)
+    assert last == pytest.approx(1e-6 + 700e-9)
+
+
+def test_a_new_instant_or_a_repeated_tensor_opens_a_new_wait_point():
+    mem = _memory({("Q", "K"): 700e-9})
+    mem.load(("Q", 0), "Q", 64, 1e-6)
+    later = mem.load(("K", 0), "K", 64, 2e-6)            # another instant: K alone
+    assert later == pytest.approx(2e-6 + 64e-12 + 100e-9)
+    mem.load(("Q", 1), "Q", 64, 3e-6)
+    mem.load(("Q", 2), "Q", 64, 3e-6)                    # a second CTA's Q, same instant
+    assert mem.load(("K", 1), "K", 64, 3e-6) == pytest.approx(3e-6 + 700e-9)
+
+
+def test_a_store_waits_for_its_tensors_wave_latency():
+    mem = _memory({("store", "O"): 300e-9})
+    assert mem.store(("O", 0), "O", 64, False, 1e-6) == pytest.approx(1e-6 + 300e-9)
+    # a tensor without one: until this SM's own port has taken its bytes
+    assert mem.store(("L", 0), "L", 64, False, 2e-6) == pytest.approx(2e-6 + 64e-12)
