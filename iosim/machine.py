@@ -103,6 +103,19 @@ def dram_byte_cost(gpu, read_share: float) -> float:
     return read / pts[-1][1]
 
 
+def dram_write_cost_at(gpu, read_share: float) -> float:
+    """Read-rate bytes of DRAM time one written byte takes in a stream of `read_share` reads,
+    a read byte costing 1: the written bytes carry the mix's cost, (R + W·w) = (R + W)·
+    dram_byte_cost, so w = (dram_byte_cost(s) − s) / (1 − s); a stream with no writes costs
+    a read-only stream's time whatever w. H200: 1.37 from read share 0.5 up, 1.31 at 1:3, 1.09
+    write-only (the two-anchor line's 1.18 throughout). dram_write_cost where the config has
+    no measured mixes."""
+    if dram_mix_points(gpu) is None:
+        return dram_write_cost(gpu)
+    s = min(max(0.0, read_share), 1.0 - 1e-6)   # w is constant above the last mix below 1
+    return (dram_byte_cost(gpu, s) - s) / (1.0 - s)
+
+
 def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
     """Seconds of DRAM time R bytes read and W written take: (R + W) bytes at the cost of
     their mix (dram_byte_cost); (R + W·dram_write_cost) / read rate where the config has no

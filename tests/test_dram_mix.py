@@ -1,6 +1,7 @@
-"""DRAM time by the mix of directions (machine.dram_byte_cost, memory.MixedDramServer, the fast
-mode's per-kernel rate): a byte's DRAM time is the measured stream's at its read share,
-interpolated between the measured mixes. Checked against the committed H200 measurement
+"""DRAM time by the mix of directions (machine.dram_byte_cost / dram_write_cost_at,
+memory.MixedDramServer, the fast mode's per-kernel write cost): a stream's DRAM time is the
+measured stream's at its read share, interpolated between the measured mixes; a read byte
+costs 1, a written one carries the mix's cost. Checked against the committed H200 measurement
 (measurements/h200/dram_stream_h200*.json) and closed forms worked out from small figures."""
 import json
 import math
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from iosim.hardware import load_gpu
-from iosim.machine import dram_busy_s, dram_byte_cost, dram_mix_points, dram_write_cost
+from iosim.machine import (dram_busy_s, dram_byte_cost, dram_mix_points, dram_write_cost,
+                           dram_write_cost_at)
 from iosim.sim.fast import kernel_dram_rates
 from iosim.sim.memory import ExactMemory, MixedDramServer, Server, TileLru, dram_server
 
@@ -75,17 +77,29 @@ def test_without_the_mixes_a_byte_costs_the_two_anchor_line():
     assert kernel_dram_rates(gpu, 0.5) == (gpu.dram_bandwidth_bytes_per_s, c)
 
 
-def test_the_fast_mode_charges_every_byte_of_a_kernel_at_its_mix():
-    rate, write_cost = kernel_dram_rates(Gpu(), 0.5)
-    assert (rate, write_cost) == (pytest.approx(2.0), 1.0)
+def test_a_written_byte_carries_the_mixs_cost():
+    g = Gpu()
+    # 1:1: (R + W·w) = (R + W)·2.5 → w = 2·2.5 − 1 = 4; write-only: 5/4; 3:1 and above:
+    # (1.25 − 0.75) / 0.25 = 2 (the time per byte is linear up to read-only)
+    assert dram_write_cost_at(g, 0.5) == pytest.approx(4.0)
+    assert dram_write_cost_at(g, 0.0) == pytest.approx(1.25)
+    assert dram_write_cost_at(g, 0.9) == pytest.approx(2.0)
+    assert dram_write_cost_at(g, 1.0) == pytest.approx(2.0)
+    for share in (0.1, 0.3, 0.5, 0.7, 0.9):
+        r, w = share, 1 - share
+        assert (r + w * dram_write_cost_at(g, share)) / 5.0 == pytest.approx(dram_busy_s(g, r, w))
+
+
+def test_the_fast_mode_charges_a_kernels_writes_at_its_mix():
+    assert kernel_dram_rates(Gpu(), 0.5) == (5.0, pytest.approx(4.0))
     assert kernel_dram_rates(Gpu(), None) == (5.0, dram_write_cost(Gpu()))
 
 
 def test_the_exact_server_charges_the_mix_in_flight():
     # 1-byte reads and writes alternating every 1e-6 s (far inside the 1 s window): once
-    # a thousand have passed the decayed mix is 1:1 within 1e-3, each byte costs 2.5
-    # read-rate bytes (the 1:1 row's 2 B/s)
-    s = MixedDramServer(5.0, lambda share: dram_byte_cost(Gpu(), share), 1.0)
+    # a thousand have passed the decayed mix is 1:1 within 1e-3; a read costs 1 read-rate
+    # byte, a write 4: a pair 5, the 1:1 row's 2 B/s
+    s = MixedDramServer(5.0, lambda share: dram_write_cost_at(Gpu(), share), 1.0)
     n = 2000
     for i in range(n):
         if i == n // 2:
@@ -95,23 +109,23 @@ def test_the_exact_server_charges_the_mix_in_flight():
 
 
 def test_the_exact_servers_mix_forgets_with_the_dram_latency():
-    s = MixedDramServer(5.0, lambda share: dram_byte_cost(Gpu(), share), 1.0)
-    s.reserve(0.0, 100.0)                     # read-only: 100 read-rate bytes, 20 s
+    s = MixedDramServer(5.0, lambda share: dram_write_cost_at(Gpu(), share), 1.0)
+    s.reserve(0.0, 100.0)                     # a read costs its bytes: 20 s
     assert s.busy_s == pytest.approx(20.0)
     # a write 30 windows later: the reads' weight is e^-30 of theirs, the write alone
     s.reserve_write(30.0, 1.0)
     share = 100 * math.exp(-30) / (100 * math.exp(-30) + 1)
-    assert s.busy_s - 20.0 == pytest.approx(dram_byte_cost(Gpu(), share) / 5.0)
+    assert s.busy_s - 20.0 == pytest.approx(dram_write_cost_at(Gpu(), share) / 5.0)
     assert s.busy_s - 20.0 == pytest.approx(1 / 4.0, rel=1e-9)
 
 
 def test_exact_memory_sends_writebacks_to_the_mixed_servers_write_side():
     # a 100-byte dirty tile evicted by a 100-byte load into a 100-byte L2, at t = 0: the
-    # load's read (reserved first) and the write-back are a 1:1 mix (2 B/s): 50 s each
-    dram = MixedDramServer(5.0, lambda share: dram_byte_cost(Gpu(), share), 1.0)
+    # load's read (reserved first) costs its bytes, 20 s; the write-back then sees a 1:1 mix
+    # and costs 4 read-rate bytes per byte, 80 s (ExactMemory's own write cost, 99, unused)
+    dram = MixedDramServer(5.0, lambda share: dram_write_cost_at(Gpu(), share), 1.0)
     mem = ExactMemory(TileLru(100), Server(1e9), dram, 0.0, 0.0, None, 99.0)
     mem.store(("O", 0), "O", 100, None, 0.0)
     mem.load(("K", 0), "K", 100, 0.0)
-    # read alone: cost 1 (20 s); then the write at share 0.5: 2.5 read-rate bytes per byte
-    assert dram.busy_s == pytest.approx(20.0 + 100 * 2.5 / 5.0)
+    assert dram.busy_s == pytest.approx(20.0 + 80.0)
     assert (mem.counters.dram_read_bytes, mem.counters.dram_write_bytes) == (100, 100)

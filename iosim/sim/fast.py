@@ -16,7 +16,7 @@ from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from ..machine import (SmRates, dram_byte_cost, dram_mix_points, dram_read_rate, dram_write_cost,
+from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost_at,
                        reduce_l2_costs, tensor_server_busy_s, fragment_store_l2_cost)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
@@ -181,12 +181,12 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
 
 def kernel_dram_rates(gpu, read_share: float | None) -> tuple:
     """(DRAM server rate, DRAM-server bytes per written byte) of a kernel whose DRAM bytes
-    are `read_share` reads: where the GPU config has the measured stream mixes, every byte at
-    the cost of the kernel's mix (machine.dram_byte_cost; exact mode's MixedDramServer takes
-    the mix in flight instead), else the read rate and machine.dram_write_cost."""
-    if read_share is None or dram_mix_points(gpu) is None:
+    are `read_share` reads: the read rate, and a written byte at the kernel's mix
+    (machine.dram_write_cost_at; exact mode's MixedDramServer takes the mix in flight);
+    machine.dram_write_cost where the kernel moves no DRAM byte."""
+    if read_share is None:
         return dram_read_rate(gpu), dram_write_cost(gpu)
-    return dram_read_rate(gpu) / dram_byte_cost(gpu, read_share), 1.0
+    return dram_read_rate(gpu), dram_write_cost_at(gpu, read_share)
 
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,

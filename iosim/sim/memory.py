@@ -56,48 +56,48 @@ class Server:
 
 
 class MixedDramServer(Server):
-    """The DRAM server where a byte's cost depends on the mix of directions in flight
-    (machine.dram_byte_cost): a FIFO at the read-only rate that keeps the bytes it was given
-    by direction, decayed with time constant `window_s` (the DRAM latency: what the memory
-    controllers hold at once), and charges each request cost(read share) read-rate bytes per
-    byte. `reserve` takes reads (load misses, a reduction's read of the old value),
-    `reserve_write` write-backs."""
+    """The DRAM server where a written byte's cost depends on the mix of directions in flight
+    (machine.dram_write_cost_at): a FIFO at the read-only rate that keeps the bytes it was
+    given by direction, decayed with time constant `window_s` (the DRAM latency: what the
+    memory controllers hold at once). A read costs its bytes (`reserve`: load misses, a
+    reduction's read of the old line); a write-back `write_cost_of_share(read share)` times
+    its bytes at the decayed mix, its own bytes included (`reserve_write`)."""
 
-    __slots__ = ("cost_of_share", "window_s", "read_w", "write_w", "seen_s")
+    __slots__ = ("write_cost_of_share", "window_s", "read_w", "write_w", "seen_s")
 
-    def __init__(self, rate_per_s: float, cost_of_share, window_s: float):
+    def __init__(self, rate_per_s: float, write_cost_of_share, window_s: float):
         super().__init__(rate_per_s)
-        self.cost_of_share, self.window_s = cost_of_share, window_s
+        self.write_cost_of_share, self.window_s = write_cost_of_share, window_s
         self.read_w = self.write_w = 0.0   # bytes by direction, decayed to seen_s
         self.seen_s = 0.0
 
-    def _cost(self, now_s: float, nbytes: float, write: bool) -> float:
+    def _decay(self, now_s: float) -> None:
         if now_s > self.seen_s:
             f = math.exp(-(now_s - self.seen_s) / self.window_s)
             self.read_w *= f
             self.write_w *= f
             self.seen_s = now_s
-        if write:
-            self.write_w += nbytes
-        else:
-            self.read_w += nbytes
-        return nbytes * self.cost_of_share(self.read_w / (self.read_w + self.write_w))
 
     def reserve(self, now_s: float, amount: float) -> tuple[float, float]:
-        return Server.reserve(self, now_s, self._cost(now_s, amount, False))
+        self._decay(now_s)
+        self.read_w += amount
+        return Server.reserve(self, now_s, amount)
 
     def reserve_write(self, now_s: float, nbytes: float) -> tuple[float, float]:
-        return Server.reserve(self, now_s, self._cost(now_s, nbytes, True))
+        self._decay(now_s)
+        self.write_w += nbytes
+        share = self.read_w / (self.read_w + self.write_w)
+        return Server.reserve(self, now_s, nbytes * self.write_cost_of_share(share))
 
 
 def dram_server(gpu) -> Server:
     """Exact mode's DRAM server: a MixedDramServer where the GPU config has the measured
     stream mixes (machine.dram_mix_points), else a FIFO at the read rate (a written byte
     then costs machine.dram_write_cost, charged by ExactMemory)."""
-    from ..machine import dram_byte_cost, dram_mix_points, dram_read_rate
+    from ..machine import dram_mix_points, dram_read_rate, dram_write_cost_at
     if dram_mix_points(gpu) is None:
         return Server(dram_read_rate(gpu))
-    return MixedDramServer(dram_read_rate(gpu), lambda share: dram_byte_cost(gpu, share),
+    return MixedDramServer(dram_read_rate(gpu), lambda share: dram_write_cost_at(gpu, share),
                            gpu.dram_latency_s)
 
 
