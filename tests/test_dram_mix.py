@@ -12,7 +12,7 @@ import pytest
 from iosim.hardware import load_gpu
 from iosim.machine import (dram_busy_s, dram_byte_cost, dram_mix_points, dram_write_cost,
                            dram_write_cost_at)
-from iosim.sim.fast import kernel_dram_rates
+from iosim.sim.fast import kernel_write_cost
 from iosim.sim.memory import ExactMemory, MixedDramServer, Server, TileLru, dram_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_without_the_mixes_a_byte_costs_the_two_anchor_line():
     c = dram_write_cost(gpu)
     assert dram_byte_cost(gpu, 0.25) == pytest.approx(0.25 + 0.75 * c)
     assert isinstance(dram_server(gpu), Server) and not isinstance(dram_server(gpu), MixedDramServer)
-    assert kernel_dram_rates(gpu, 0.5) == (gpu.dram_bandwidth_bytes_per_s, c)
+    assert kernel_write_cost(gpu, 0.5) == c
 
 
 def test_a_written_byte_carries_the_mixs_cost():
@@ -91,8 +91,8 @@ def test_a_written_byte_carries_the_mixs_cost():
 
 
 def test_the_fast_mode_charges_a_kernels_writes_at_its_mix():
-    assert kernel_dram_rates(Gpu(), 0.5) == (5.0, pytest.approx(4.0))
-    assert kernel_dram_rates(Gpu(), None) == (5.0, dram_write_cost(Gpu()))
+    assert kernel_write_cost(Gpu(), 0.5) == pytest.approx(4.0)
+    assert kernel_write_cost(Gpu(), None) == dram_write_cost(Gpu())
 
 
 def test_the_exact_server_charges_the_mix_in_flight():

@@ -165,8 +165,7 @@ def _with_tail_classes(class_of, n_classes: int, tail_start: int):
     return of
 
 
-def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int,
-                dram_rate: float | None = None) -> float:
+def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int) -> float:
     """How long until the last of a first wave's first segments, all queued at once, has
     its data: the group's mean first-segment bytes at the shared bandwidths. dram_scale:
     DRAM-server bytes per stored byte (segment_bytes' dram_store_ratio)."""
@@ -176,17 +175,17 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls
     return group * max(mean_l2 / gpu.l2_bandwidth_bytes_per_s,
-                       mean_dram / (dram_rate or dram_read_rate(gpu)))
+                       mean_dram / dram_read_rate(gpu))
 
 
-def kernel_dram_rates(gpu, read_share: float | None) -> tuple:
-    """(DRAM server rate, DRAM-server bytes per written byte) of a kernel whose DRAM bytes
-    are `read_share` reads: the read rate, and a written byte at the kernel's mix
-    (machine.dram_write_cost_at; exact mode's MixedDramServer takes the mix in flight);
-    machine.dram_write_cost where the kernel moves no DRAM byte."""
+def kernel_write_cost(gpu, read_share: float | None) -> float:
+    """DRAM-server bytes (at the read rate) per written byte of a kernel whose DRAM bytes are
+    `read_share` reads: machine.dram_write_cost_at of the kernel's mix (exact mode's
+    MixedDramServer takes the mix in flight); machine.dram_write_cost where the kernel moves
+    no DRAM byte."""
     if read_share is None:
-        return dram_read_rate(gpu), dram_write_cost(gpu)
-    return dram_read_rate(gpu), dram_write_cost_at(gpu, read_share)
+        return dram_write_cost(gpu)
+    return dram_write_cost_at(gpu, read_share)
 
 
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
@@ -216,9 +215,9 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         cohorts = [(m, (tuple(sorted(m.items())), l2_queue[ki])) for m in cohort_miss]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         fill = store_fill[ki] if store_fill is not None else None
-        dram_rate, wc = kernel_dram_rates(gpu, dram_read_shares[ki] if dram_read_shares else None)
+        wc = kernel_write_cost(gpu, dram_read_shares[ki] if dram_read_shares else None)
         span = _burst_span(info, miss[ki], dram_scale[ki] * wc if fill is None
-                           else fill.dram_per_stored_byte, gpu, group, dram_rate)
+                           else fill.dram_per_stored_byte, gpu, group)
         costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill, wc)
         n_cls = len(info.programs)
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
@@ -241,7 +240,7 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
 
         n = kernel.num_ctas if limits is None else limits[ki]
         machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
-                               dram_rate, gpu.dram_latency_s)
+                               dram_read_rate(gpu), gpu.dram_latency_s)
         run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
                          kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas,
                          fill.stored_bytes if fill is not None else None)
