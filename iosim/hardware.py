@@ -63,6 +63,10 @@ PLAUSIBLE = {
     "dram_capacity_bytes": (100e6, 10e12),
     "dram_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_read_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_mixed_3r1w_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_mixed_1r1w_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_mixed_1r3w_bandwidth_bytes_per_s": (1e9, 1e14),
+    "dram_write_bandwidth_bytes_per_s": (1e9, 1e14),
     "dram_latency_s": (1e-8, 1e-4),
     "fp32_flops_per_s": (1e9, 1e16),
     "exp_per_clock_per_sm": (1, 1024),
@@ -225,6 +229,14 @@ class GpuSpec(_Spec):
     # a read-only stream's rate (the DRAM servers run at it); None: the copy's rate, and a
     # written byte costs what a read one does
     dram_read_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    # one kernel's stream rate (bytes read + written over the time) with reads:writes 3:1,
+    # 1:1, 1:3 and write-only (iosim.measure.dram_stream); with the read-only rate they set
+    # a byte's DRAM time by the mix of directions in flight (machine.dram_byte_cost). None
+    # (any of them): a written byte costs machine.dram_write_cost
+    dram_mixed_3r1w_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    dram_mixed_1r1w_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    dram_mixed_1r3w_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
+    dram_write_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     dram_latency_s: float = _figure(gt=0)
     # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
     # when an achievable rate is given

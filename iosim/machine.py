@@ -64,9 +64,67 @@ def dram_write_cost(gpu) -> float:
     return max(1.0, 2.0 * read / gpu.dram_bandwidth_bytes_per_s - 1.0)
 
 
+# The stream mixes of iosim.measure.dram_stream (read share, GpuSpec field): read-only,
+# reads:writes 3:1, 1:1, 1:3, write-only
+DRAM_MIX_FIELDS = ((1.0, "dram_read_bandwidth_bytes_per_s"),
+                   (0.75, "dram_mixed_3r1w_bandwidth_bytes_per_s"),
+                   (0.5, "dram_mixed_1r1w_bandwidth_bytes_per_s"),
+                   (0.25, "dram_mixed_1r3w_bandwidth_bytes_per_s"),
+                   (0.0, "dram_write_bandwidth_bytes_per_s"))
+
+
+def dram_mix_points(gpu):
+    """((read share, bytes/s), ...) of the measured stream mixes, ascending by read share;
+    None where the GPU config lacks any of them."""
+    pts = [(share, getattr(gpu, name, None)) for share, name in DRAM_MIX_FIELDS]
+    if any(not rate for _, rate in pts):
+        return None
+    return tuple(sorted(pts))
+
+
+def dram_byte_cost(gpu, read_share: float) -> float:
+    """Read-rate bytes of DRAM time one byte (read or written) takes in a stream whose bytes
+    are `read_share` reads. Where the config has the measured mixes (dram_mix_points): their
+    time per byte, interpolated linearly in the read share between the measured ones. HBM
+    turns its bus around between reads and writes, and a stream that mixes the directions
+    pays for it beyond each direction's own rate: H200, one kernel moving 4 GiB at each mix
+    (measurements/h200/dram_stream_h200*.json, two runs): read-only 4.53 / 4.58 TB/s, 3:1
+    4.14 / 4.20, 1:1 3.86 / 3.84, 1:3 3.69 / 3.70, write-only 4.22 / 4.18; the 1:1 mix runs
+    12% slower than R/read + W/write. Elsewhere: the two-anchor line of dram_write_cost
+    (a read byte 1, a written byte dram_write_cost)."""
+    s = min(1.0, max(0.0, read_share))
+    pts = dram_mix_points(gpu)
+    if pts is None:
+        return s + (1.0 - s) * dram_write_cost(gpu)
+    read = dram_read_rate(gpu)
+    for (s0, r0), (s1, r1) in zip(pts, pts[1:]):
+        if s <= s1:
+            f = (s - s0) / (s1 - s0)
+            return read * ((1.0 - f) / r0 + f / r1)
+    return read / pts[-1][1]
+
+
+def dram_write_cost_at(gpu, read_share: float) -> float:
+    """Read-rate bytes of DRAM time one written byte takes in a stream of `read_share` reads,
+    a read byte costing 1: the written bytes carry the mix's cost, (R + W·w) = (R + W)·
+    dram_byte_cost, so w = (dram_byte_cost(s) − s) / (1 − s); a stream with no writes costs
+    a read-only stream's time whatever w. H200: 1.37 from read share 0.5 up, 1.31 at 1:3, 1.09
+    write-only (the two-anchor line's 1.18 throughout). dram_write_cost where the config has
+    no measured mixes."""
+    if dram_mix_points(gpu) is None:
+        return dram_write_cost(gpu)
+    s = min(max(0.0, read_share), 1.0 - 1e-6)   # w is constant above the last mix below 1
+    return (dram_byte_cost(gpu, s) - s) / (1.0 - s)
+
+
 def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
-    """Seconds of DRAM time R bytes read and W written take (dram_write_cost)."""
-    return (read_bytes + write_bytes * dram_write_cost(gpu)) / dram_read_rate(gpu)
+    """Seconds of DRAM time R bytes read and W written take: (R + W) bytes at the cost of
+    their mix (dram_byte_cost); (R + W·dram_write_cost) / read rate where the config has no
+    measured mixes."""
+    total = read_bytes + write_bytes
+    if not total:
+        return 0.0
+    return total * dram_byte_cost(gpu, read_bytes / total) / dram_read_rate(gpu)
 
 
 def reduce_sm_bytes_per_s(gpu, layout: str, active_sms: int = 0):

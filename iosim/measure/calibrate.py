@@ -75,6 +75,31 @@ def _dram_stream_figure(cfg: dict, streams: list, where: str) -> None:
         f"{', '.join(f'{r / 1e12:.2f}' for r in rates)} TB/s (cupy copy in the same runs "
         f"{copies} TB/s); machine.dram_write_cost derives a written byte's cost from it and "
         f"the copy rate (iosim calibrate --dram-stream)")
+    _dram_mix_figures(cfg, streams, where)
+
+
+# read share of a dram_stream row → the GpuSpec field of its rate (machine.DRAM_MIX_FIELDS)
+DRAM_MIX_ROW_FIELDS = {0.75: "dram_mixed_3r1w_bandwidth_bytes_per_s",
+                       0.5: "dram_mixed_1r1w_bandwidth_bytes_per_s",
+                       0.25: "dram_mixed_1r3w_bandwidth_bytes_per_s",
+                       0.0: "dram_write_bandwidth_bytes_per_s"}
+
+
+def _dram_mix_figures(cfg: dict, streams: list, where: str) -> None:
+    """The rates of the mixed and the write-only rows of iosim.measure.dram_stream runs (the
+    mean of each over the runs): machine.dram_byte_cost interpolates a byte's DRAM time
+    between them by the read share of the bytes in flight."""
+    for share, key in DRAM_MIX_ROW_FIELDS.items():
+        rates = [r["bytes_per_s"] for s in streams for r in s["rows"]
+                 if abs(r["read_bytes"] / (r["read_bytes"] + r["write_bytes"]) - share) < 1e-9]
+        if len(rates) != len(streams):
+            continue
+        cfg[key] = float(f"{sum(rates) / len(rates):.4g}")
+        cfg["sources"][key] = (
+            f"{where}: mean of {len(rates)} run(s) of {streams[0]['method']}, the rows with "
+            f"read share {share:g}: {', '.join(f'{r / 1e12:.2f}' for r in rates)} TB/s; "
+            f"machine.dram_byte_cost interpolates a byte's DRAM time between the measured "
+            f"mixes by the read share in flight (iosim calibrate --dram-stream)")
 
 
 def calibrated_config(base: dict, results: dict, base_name: str, clocks: dict | None = None,

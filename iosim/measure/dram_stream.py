@@ -7,10 +7,11 @@ This microbenchmark measures streams of every read share with one kernel: each t
 `read` and writes `write` 16-byte vectors per step from two buffers far larger than L2
 (streaming loads and stores, ld.global.cs / st.global.cs), on every SM.
 
-The simulator's model of it (`GpuSpec.dram_time_s`): a stream of R bytes read and W written
-takes R / read_rate + W / write_rate, the rates being the read-only and the write-only rows.
-The mixed rows (read shares 3/4, 1/2 = copy, 1/4) are not used to set anything: they check
-that model (`checks` in the JSON: predicted vs measured time of each mixed row).
+`checks` in the JSON: each mixed row's time against R / read_rate + W / write_rate (the
+read-only and write-only rows): the mixed rows run 7-14% slower, the cost of turning the bus
+around. The simulator takes all five rows (`iosim calibrate --dram-stream` writes them into
+the GPU config): `machine.dram_byte_cost` interpolates a byte's DRAM time between them by the
+read share of the bytes in flight.
 
 Run on the GPU machine: `python3 -m iosim.measure.dram_stream -o dram_stream_h200.json`
 (the committed runs: `python3 iosim/measure/dram_stream.py`, before its timer moved to

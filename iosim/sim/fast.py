@@ -16,8 +16,8 @@ from math import ceil
 
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
-from ..machine import (SmRates, dram_read_rate, dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
-                       fragment_store_l2_cost)
+from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost_at,
+                       reduce_l2_costs, tensor_server_busy_s, fragment_store_l2_cost)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
@@ -121,7 +121,7 @@ class KernelRows:
 
 
 def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float,
-                 fill: StoreFill | None = None):
+                 fill: StoreFill | None = None, write_cost: float | None = None):
     """ClassCosts of every class under every cohort's L2 figures (cohort-major); with a
     store fill, also the DRAM bytes of each segment while the L2 fills."""
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
@@ -131,7 +131,8 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
-                wc = dram_write_cost(characterizer.gpu)   # DRAM time of a written byte
+                wc = (dram_write_cost(characterizer.gpu) if write_cost is None
+                      else write_cost)                # DRAM time of a written byte
                 ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost, frag_cost)
                 if fill is not None:
                     # while the L2 fills, stores cost DRAM only their reductions' reads
@@ -180,9 +181,20 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
                        mean_dram / dram_read_rate(gpu))
 
 
+def kernel_write_cost(gpu, read_share: float | None) -> float:
+    """DRAM-server bytes (at the read rate) per written byte of a kernel whose DRAM bytes are
+    `read_share` reads: machine.dram_write_cost_at of the kernel's mix (exact mode's
+    MixedDramServer takes the mix in flight); machine.dram_write_cost where the kernel moves
+    no DRAM byte."""
+    if read_share is None:
+        return dram_write_cost(gpu)
+    return dram_write_cost_at(gpu, read_share)
+
+
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
-                  tail_miss=None, l2_queue=None, store_fill=None, reuse=None):
+                  tail_miss=None, l2_queue=None, store_fill=None, reuse=None,
+                  dram_read_shares=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
     the CTAs launched after them). reuse: a Reuse holding the first waves' loads."""
@@ -211,9 +223,10 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
                    for c, m in enumerate(cohort_miss)]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         fill = store_fill[ki] if store_fill is not None else None
-        span = _burst_span(info, miss[ki], dram_scale[ki] * dram_write_cost(gpu) if fill is None
+        wc = kernel_write_cost(gpu, dram_read_shares[ki] if dram_read_shares else None)
+        span = _burst_span(info, miss[ki], dram_scale[ki] * wc if fill is None
                            else fill.dram_per_stored_byte, gpu, group)
-        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill)
+        costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill, wc)
         n_cls = len(info.programs)
         class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
             kernel.class_of, n_cls, tail_start)
@@ -518,6 +531,17 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
                      [k.l2_queue_position for k in result.kernels], flush_bytes)
 
 
+def _read_shares(fig: L2Figures) -> list:
+    """Per kernel, the share of its DRAM bytes that are reads (None: it moves none); the
+    final flush (added to the last kernel's writes, never timed) left out."""
+    out = []
+    for ki, m in enumerate(fig.memory):
+        write = m.dram_write_bytes - (fig.flush_bytes if ki == len(fig.memory) - 1 else 0.0)
+        total = m.dram_read_bytes + max(0.0, write)
+        out.append(m.dram_read_bytes / total if total > 0 else None)
+    return out
+
+
 def _memory_ops(items):
     for it in items:
         if it.kind == "loop":
@@ -657,7 +681,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
-                                       store_fill=timed.store_fill, reuse=reuse)
+                                       store_fill=timed.store_fill, reuse=reuse,
+                                       dram_read_shares=_read_shares(timed))
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
                              {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))

@@ -10,6 +10,7 @@ reads the line from DRAM.
 """
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 # Fraction of the nominal L2 capacity an LRU model may use. Real L2s are set-associative with
@@ -52,6 +53,52 @@ class Server:
         self.free_s = start_s + service_s
         self.busy_s += service_s
         return start_s, self.free_s
+
+
+class MixedDramServer(Server):
+    """The DRAM server where a written byte's cost depends on the mix of directions in flight
+    (machine.dram_write_cost_at): a FIFO at the read-only rate that keeps the bytes it was
+    given by direction, decayed with time constant `window_s` (the DRAM latency: what the
+    memory controllers hold at once). A read costs its bytes (`reserve`: load misses, a
+    reduction's read of the old line); a write-back `write_cost_of_share(read share)` times
+    its bytes at the decayed mix, its own bytes included (`reserve_write`)."""
+
+    __slots__ = ("write_cost_of_share", "window_s", "read_w", "write_w", "seen_s")
+
+    def __init__(self, rate_per_s: float, write_cost_of_share, window_s: float):
+        super().__init__(rate_per_s)
+        self.write_cost_of_share, self.window_s = write_cost_of_share, window_s
+        self.read_w = self.write_w = 0.0   # bytes by direction, decayed to seen_s
+        self.seen_s = 0.0
+
+    def _decay(self, now_s: float) -> None:
+        if now_s > self.seen_s:
+            f = math.exp(-(now_s - self.seen_s) / self.window_s)
+            self.read_w *= f
+            self.write_w *= f
+            self.seen_s = now_s
+
+    def reserve(self, now_s: float, amount: float) -> tuple[float, float]:
+        self._decay(now_s)
+        self.read_w += amount
+        return Server.reserve(self, now_s, amount)
+
+    def reserve_write(self, now_s: float, nbytes: float) -> tuple[float, float]:
+        self._decay(now_s)
+        self.write_w += nbytes
+        share = self.read_w / (self.read_w + self.write_w)
+        return Server.reserve(self, now_s, nbytes * self.write_cost_of_share(share))
+
+
+def dram_server(gpu) -> Server:
+    """Exact mode's DRAM server: a MixedDramServer where the GPU config has the measured
+    stream mixes (machine.dram_mix_points), else a FIFO at the read rate (a written byte
+    then costs machine.dram_write_cost, charged by ExactMemory)."""
+    from ..machine import dram_mix_points, dram_read_rate, dram_write_cost_at
+    if dram_mix_points(gpu) is None:
+        return Server(dram_read_rate(gpu))
+    return MixedDramServer(dram_read_rate(gpu), lambda share: dram_write_cost_at(gpu, share),
+                           gpu.dram_latency_s)
 
 
 class TileLru:
@@ -181,7 +228,11 @@ class ExactMemory:
         if nbytes:
             self._count("dram_write_bytes", nbytes)
             # fire and forget: nobody waits on it
-            self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
+            write = getattr(self.dram_server, "reserve_write", None)   # MixedDramServer
+            if write is not None:
+                write(now_s, nbytes)
+            else:
+                self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
 
     def flush(self) -> None:
         """End of schedule: dirty lines still in L2 reach DRAM (bytes only, no time)."""

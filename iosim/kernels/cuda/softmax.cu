@@ -14,6 +14,20 @@
 #endif
 #define ROWS 4
 
+// Measurement variants of the single-pass path (scripts/softmax_variants_h200.py; the
+// defaults are the kernel the schedule describes): IOSIM_SM_VARIANT 1 copies S to P through
+// shared memory with no arithmetic, 2 loads S only, 3 loads nothing (the rows in shared
+// memory are zeros) and computes and stores P, 4 computes only (no load, no store);
+// IOSIM_SM_LOAD_UNROLL: the unroll of the S copy loop (its 16-byte loads in flight per lane).
+#ifndef IOSIM_SM_VARIANT
+#define IOSIM_SM_VARIANT 0
+#endif
+#ifndef IOSIM_SM_LOAD_UNROLL
+#define IOSIM_SM_LOAD_UNROLL 4
+#endif
+#define IOSIM_PRAGMA(x) _Pragma(#x)
+#define IOSIM_UNROLL(n) IOSIM_PRAGMA(unroll n)
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int x = 16; x > 0; x >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, x));
@@ -48,14 +62,32 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
             if (vec) {
                 const uint4* src = reinterpret_cast<const uint4*>(S + base);
                 uint4* dst = reinterpret_cast<uint4*>(buf);
-#pragma unroll 4
+#if IOSIM_SM_VARIANT >= 3
+                for (int c = lane; c < Nkv / 8; c += 32) dst[c] = make_uint4(0u, 0u, 0u, 0u);
+#else
+                IOSIM_UNROLL(IOSIM_SM_LOAD_UNROLL)
                 for (int c = lane; c < Nkv / 8; c += 32) dst[c] = src[c];
+#endif
             } else {
                 for (int c = lane; c < Nkv; c += 32) buf[c] = S[base + c];
             }
         }
         __syncwarp();
         tr.tile(EV_LOAD, T_S, b, h, i, rows * Nkv * 2);
+#if IOSIM_SM_VARIANT == 1 || IOSIM_SM_VARIANT == 2
+        if (active && vec) {
+            const uint4* src = reinterpret_cast<const uint4*>(buf);
+            uint4* dst = reinterpret_cast<uint4*>(P + base);
+#if IOSIM_SM_VARIANT == 1
+#pragma unroll 2
+            for (int c8 = lane; c8 < Nkv / 8; c8 += 32) dst[c8] = src[c8];
+#else
+            if (src[lane].x == 0x7e007e01u) dst[lane] = src[lane];   // keeps the loads alive
+#endif
+        }
+        tr.finish();
+        return;
+#endif
         float mx = -IOSIM_INF, sum = 0.f;
         if (active) {
             for (int c = lane; c < limit; c += 32) mx = fmaxf(mx, to_f32(buf[c]) * scale);
@@ -82,7 +114,11 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
                         w_out[q] = (u32)from_f32(p0) | ((u32)from_f32(p1) << 16);
                     }
                     out.x = w_out[0]; out.y = w_out[1]; out.z = w_out[2]; out.w = w_out[3];
+#if IOSIM_SM_VARIANT == 4
+                    if (out.x == 0x7e007e01u && out.y == 0x7e007e01u) dst[c8] = out;   // never true
+#else
                     dst[c8] = out;
+#endif
                 }
             } else {
                 for (int c = lane; c < Nkv; c += 32) {
