@@ -97,24 +97,32 @@ def logged_replay(schedule):
     return result, kernels
 
 
+class ByteTree:
+    """A Fenwick tree of bytes by access position: add(i, v), and prefix(i), the bytes at
+    positions < i (what LRU stack distances are summed from)."""
+
+    def __init__(self, n: int):
+        self.n, self.tree = n, np.zeros(n + 1)
+
+    def add(self, i: int, v: float) -> None:
+        i += 1
+        while i <= self.n:
+            self.tree[i] += v
+            i += i & -i
+
+    def prefix(self, i: int) -> float:
+        s = 0.0
+        while i > 0:
+            s += self.tree[i]
+            i -= i & -i
+        return s
+
+
 def reuse_distances(accesses):
     """(cold load bytes, [(distance bytes, load bytes)] of every load that reuses a tile)."""
     accesses = sorted(accesses, key=lambda a: a[0])
-    n = len(accesses)
-    tree = np.zeros(n + 1)
-
-    def add(i, v):
-        i += 1
-        while i <= n:
-            tree[i] += v
-            i += i & -i
-
-    def prefix(i):
-        s = 0.0
-        while i > 0:
-            s += tree[i]
-            i -= i & -i
-        return s
+    tree = ByteTree(len(accesses))
+    add, prefix = tree.add, tree.prefix
 
     last, live, cold, reuses = {}, 0.0, 0.0, []
     for pos, (_t, key, nbytes, is_store) in enumerate(accesses):

@@ -19,8 +19,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import l2_reuse_distances as reuse                                 # noqa: E402
 
@@ -40,21 +38,11 @@ def writebacks(accesses, dirty_reach: float, lru_bytes: float = LRU_BYTES) -> fl
     """Write-back bytes of one kernel's accesses (time, key, bytes, is_store) when a dirty line
     is written back once its stack distance exceeds dirty_reach (≤ lru_bytes: eviction)."""
     accesses = sorted(accesses, key=lambda a: a[0])
-    n = len(accesses)
-    tree = np.zeros(n + 1)
-
-    def add(i, v):
-        i += 1
-        while i <= n:
-            tree[i] += v
-            i += i & -i
+    tree = reuse.ByteTree(len(accesses))
+    add = tree.add
 
     def after(i):                      # bytes of the lines last touched after position i
-        s, j = 0.0, i + 1
-        while j > 0:
-            s += tree[j]
-            j -= j & -j
-        return live - s
+        return live - tree.prefix(i + 1)
 
     last, dirty, size, live, out = {}, {}, {}, 0.0, 0.0
     for pos, (_t, key, nbytes, is_store) in enumerate(accesses):
