@@ -157,3 +157,36 @@ def test_hit_probability_between_measured_capacities_lies_between_their_curves()
         hi = hit_probability(ratio * 126976, 126976)
         mid = hit_probability(ratio * 110592, 110592)
         assert min(lo, hi) - 1e-12 <= mid <= max(lo, hi) + 1e-12
+
+
+def _hits_walking_every_op(program, capacity_bytes, stretch):
+    """The reference: every op of the expanded program through one stack."""
+    from iosim.schedule import expand
+    from iosim.sim.l1 import L1Stack
+    stack, hit, total = L1Stack(capacity_bytes), 0.0, 0.0
+    for op in expand(program):
+        if op.kind == "load" and op.l1:
+            key = (op.tensor, *op.coord)
+            hit += op.bytes * stack.hit_probability(key, stretch)
+            total += op.bytes
+            stack.touch(key, op.bytes)
+        elif op.kind == "store" and not op.reduce:
+            stack.touch((op.tensor, *op.coord), op.bytes)
+    return hit, total
+
+
+@pytest.mark.parametrize("seq,causal,stretch", [(2048, False, 1.0), (1024, True, 1.0),
+                                                (4096, False, 2.0), (512, False, 3.0)])
+def test_counting_repeated_kv_iterations_equals_walking_every_op(seq, causal, stretch):
+    from iosim.algorithms import build_schedule
+    from iosim.problem import AttentionProblem
+    from iosim.sim.l1 import program_l1_hits
+    problem = AttentionProblem(batch=1, heads_q=2, seq_q=seq, head_dim=64, causal=causal)
+    kernel = build_schedule(problem, "h200", "fa1").kernels[0]
+    program = kernel.program(0)
+    for cap in (60_000.0, 92 * 1024.0):
+        got = program_l1_hits(program, cap, stretch)
+        want = _hits_walking_every_op(program, cap, stretch)
+        assert want[1] > 0
+        assert got[0] == pytest.approx(want[0], rel=1e-9, abs=1e-6)
+        assert got[1] == pytest.approx(want[1], rel=1e-12)

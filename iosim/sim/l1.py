@@ -255,19 +255,61 @@ def exact_l1(gpu, kernel, ctas_per_sm: int):
 @lru_cache(maxsize=256)
 def program_l1_hits(program: tuple, capacity_bytes: float, stretch: float = 1.0) -> tuple:
     """(expected L1 hit bytes, L1 load bytes) of one CTA program run alone on its SM, its
-    stack distances stretched by `stretch` (the CTAs that share the SM)."""
+    stack distances stretched by `stretch` (the CTAs that share the SM). A loop whose L1 ops
+    do not move with its variable (FA-1's KV loop: l_i, m_i and O_i are the same tiles at
+    every j) repeats its last iteration exactly once the stack is the same after two
+    iterations in a row: the remaining ones are counted, not walked (the cost stays per
+    iteration of the inner loop, not per op of the whole program)."""
     stack = L1Stack(capacity_bytes)
-    hit = total = 0.0
-    for op in expand(program):
-        if op.kind == "load":
-            if op.l1:
-                key = (op.tensor, *op.coord)
-                hit += op.bytes * stack.hit_probability(key, stretch)
-                total += op.bytes
-                stack.touch(key, op.bytes)
-        elif op.kind == "store" and not op.reduce:
-            stack.touch((op.tensor, *op.coord), op.bytes)
-    return hit, total
+    acc = [0.0, 0.0]
+    _walk_l1(program, {}, stack, acc, stretch)
+    return acc[0], acc[1]
+
+
+def _l1_op(op) -> bool:
+    return (op.kind == "load" and op.l1) or (op.kind == "store" and not op.reduce)
+
+
+def _moves_with(items, var: str) -> bool:
+    """Whether an L1 op of `items` (nested loops included) has `var` in its coordinates."""
+    for it in items:
+        if isinstance(it, Loop):
+            if _moves_with(it.body, var):
+                return True
+        elif _l1_op(it) and var in it.coord:
+            return True
+    return False
+
+
+def _walk_l1(items, env: dict, stack: "L1Stack", acc: list, stretch: float) -> None:
+    for it in items:
+        if isinstance(it, Loop):
+            _walk_l1_loop(it, env, stack, acc, stretch)
+        elif _l1_op(it):
+            (op,) = expand((it,), env)
+            key = (op.tensor, *op.coord)
+            if op.kind == "load":
+                acc[0] += op.bytes * stack.hit_probability(key, stretch)
+                acc[1] += op.bytes
+            stack.touch(key, op.bytes)
+
+
+def _walk_l1_loop(loop, env: dict, stack: "L1Stack", acc: list, stretch: float) -> None:
+    periodic = not _moves_with(loop.body, loop.var)
+    previous = None
+    for j, v in enumerate(loop.values()):
+        env[loop.var] = v
+        hit0, total0 = acc
+        _walk_l1(loop.body, env, stack, acc, stretch)
+        if periodic:
+            state = tuple(stack.lines.items())
+            if state == previous:            # the next iterations repeat this one exactly
+                left = loop.count - j - 1
+                acc[0] += left * (acc[0] - hit0)
+                acc[1] += left * (acc[1] - total0)
+                break
+            previous = state
+    env.pop(loop.var, None)
 
 
 def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None) -> float:
