@@ -26,6 +26,12 @@ def test_reuse_gap_counts_the_loads_between_two_loads_of_one_tile():
     assert max_reuse_gap(tuple(loop("j", 0, 5, (_load("K", ("j",)),)))) == 0
 
 
+def test_reuse_gap_stops_at_the_first_gap_above_its_bound():
+    nest = tuple(loop("j", 0, 3, tuple(loop("i", 0, 4, (_load("Q", ("i",)),)))))
+    assert max_reuse_gap(nest, bound=4) == 4
+    assert max_reuse_gap(nest, bound=3) == float("inf")
+
+
 @pytest.mark.parametrize("algorithm,causal,expected", [
     ("square", False, True),      # synchronous, one loop shape, only outer repetitions cut
     ("square", True, False),      # causal classes of different lengths

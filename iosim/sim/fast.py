@@ -564,29 +564,46 @@ def _loop_counts(items) -> tuple:
     return tuple((it.count, _loop_counts(it.body)) for it in items if it.kind == "loop")
 
 
-def _reuse_gaps(items, env: dict, state: list) -> None:
+class _GapAbove(Exception):
+    """A reuse gap above the caller's bound was found (max_reuse_gap stops walking)."""
+
+
+def _reuse_gaps(items, env: dict, state: list, bound: float) -> None:
     """Walk a program's loads in issue order; state = [loads seen, key → last position,
-    largest number of loads between two loads of one tile]."""
+    largest number of loads between two loads of one tile]; stops at a gap above `bound`."""
     for it in items:
         if it.kind == "loop":
             for v in it.values():
                 env[it.var] = v
-                _reuse_gaps(it.body, env, state)
+                _reuse_gaps(it.body, env, state, bound)
             env.pop(it.var, None)
         elif it.kind == "load":
             key = tile_key(it, env)
             last = state[1].get(key)
             if last is not None and state[0] - last > state[2]:
                 state[2] = state[0] - last
+                if state[2] > bound:
+                    raise _GapAbove
             state[1][key] = state[0]
             state[0] += 1
 
 
-def max_reuse_gap(program) -> int:
-    """The most loads a CTA issues between two loads of one tile (0: no tile read twice)."""
+def max_reuse_gap(program, bound: float = float("inf")) -> float:
+    """The most loads a CTA issues between two loads of one tile (0: no tile read twice);
+    inf as soon as a gap above `bound` is found (the rest of the program is not walked)."""
     state = [0, {}, 0]
-    _reuse_gaps(program, {}, state)
+    try:
+        _reuse_gaps(program, {}, state, bound)
+    except _GapAbove:
+        return float("inf")
     return state[2]
+
+
+def _keeps_reuse_gaps(program, iterations: int) -> bool:
+    """Whether cutting the program's loops to `iterations` keeps its largest reuse gap."""
+    from .wave_queue import truncated
+    cut = max_reuse_gap(truncated(program, iterations))
+    return max_reuse_gap(program, bound=cut) == cut
 
 
 def lockstep_waves(kernel, info: KernelInfo) -> bool:
@@ -598,12 +615,11 @@ def lockstep_waves(kernel, info: KernelInfo) -> bool:
     Classes of different lengths (a causal grid) would be cut into a lockstep the full kernel
     does not have, and a cut loop between two reads of a tile shortens its reuse (FA-1's
     Q/O loops: the wave's wait 330 ns against the full kernel's 211)."""
-    from .wave_queue import WAVE_ITERATIONS, truncated
+    from .wave_queue import WAVE_ITERATIONS
     return (kernel.pipeline.stages == 1
             and any(it.kind == "loop" for p in info.programs for it in p)
             and len({_loop_counts(p) for p in info.programs}) == 1
-            and all(max_reuse_gap(truncated(p, WAVE_ITERATIONS)) == max_reuse_gap(p)
-                    for p in info.programs))
+            and all(_keeps_reuse_gaps(p, WAVE_ITERATIONS) for p in info.programs))
 
 
 def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: float,
