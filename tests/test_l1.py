@@ -176,7 +176,8 @@ def _hits_walking_every_op(program, capacity_bytes, stretch):
 
 
 @pytest.mark.parametrize("seq,causal,stretch", [(2048, False, 1.0), (1024, True, 1.0),
-                                                (4096, False, 2.0), (512, False, 3.0)])
+                                                (4096, False, 2.0), (512, False, 3.0),
+                                                (8192, True, 1.0), (16384, False, 1.0)])
 def test_counting_repeated_kv_iterations_equals_walking_every_op(seq, causal, stretch):
     from iosim.algorithms import build_schedule
     from iosim.problem import AttentionProblem

@@ -153,7 +153,7 @@ class L1Stack:
     """One SM's LRU stack of the tiles touched in L1 (key → bytes, most recent last), kept
     to `depth_bytes` (beyond which the measured hit probability is 0)."""
 
-    __slots__ = ("capacity_bytes", "depth_bytes", "lines", "used_bytes")
+    __slots__ = ("capacity_bytes", "depth_bytes", "lines", "used_bytes", "evictions")
 
     def __init__(self, capacity_bytes: float):
         self.capacity_bytes = capacity_bytes
@@ -161,6 +161,7 @@ class L1Stack:
         self.depth_bytes = capacity_bytes * pts
         self.lines: OrderedDict = OrderedDict()
         self.used_bytes = 0
+        self.evictions = 0      # tiles dropped past depth_bytes so far
 
     def distance(self, key) -> float | None:
         """Bytes of the other tiles touched since `key` was last (None: not in the stack)."""
@@ -182,6 +183,7 @@ class L1Stack:
         while self.used_bytes > self.depth_bytes and len(self.lines) > 1:
             _, b = self.lines.popitem(last=False)
             self.used_bytes -= b
+            self.evictions += 1
 
     def hit_probability(self, key, stretch: float = 1.0) -> float:
         d = self.distance(key)
@@ -281,10 +283,11 @@ def _moves_with(items, var: str) -> bool:
     return False
 
 
-def _walk_l1(items, env: dict, stack: "L1Stack", acc: list, stretch: float) -> None:
+def _walk_l1(items, env: dict, stack: "L1Stack", acc: list, stretch: float,
+             touched: set | None = None) -> None:
     for it in items:
         if isinstance(it, Loop):
-            _walk_l1_loop(it, env, stack, acc, stretch)
+            _walk_l1_loop(it, env, stack, acc, stretch, touched)
         elif _l1_op(it):
             (op,) = expand((it,), env)
             key = (op.tensor, *op.coord)
@@ -292,24 +295,50 @@ def _walk_l1(items, env: dict, stack: "L1Stack", acc: list, stretch: float) -> N
                 acc[0] += op.bytes * stack.hit_probability(key, stretch)
                 acc[1] += op.bytes
             stack.touch(key, op.bytes)
+            if touched is not None:
+                touched.add(key)
 
 
-def _walk_l1_loop(loop, env: dict, stack: "L1Stack", acc: list, stretch: float) -> None:
+def _walk_l1_loop(loop, env: dict, stack: "L1Stack", acc: list, stretch: float,
+                  outer_touched: set | None) -> None:
+    """One loop of program_l1_hits. A loop whose L1 tiles stay put repeats an iteration
+    exactly once the stack repeats. A loop whose tiles move with it is shift-invariant once
+    the stack holds only tiles it touched itself and is full (it dropped a tile past its depth
+    in the last iteration: flushed, after `m` iterations): from then on every iteration
+    counts the same, and the last m iterations rebuild the stack the loop leaves, so the
+    iterations between are counted, not walked."""
     periodic = not _moves_with(loop.body, loop.var)
-    previous = None
-    for j, v in enumerate(loop.values()):
-        env[loop.var] = v
+    values, n = loop.values(), loop.count
+    previous, touched, flushed_after = None, set(), None
+    j = 0
+    while j < n:
+        env[loop.var] = values[j]
         hit0, total0 = acc
-        _walk_l1(loop.body, env, stack, acc, stretch)
+        evictions0 = stack.evictions
+        _walk_l1(loop.body, env, stack, acc, stretch, touched)
         if periodic:
             state = tuple(stack.lines.items())
             if state == previous:            # the next iterations repeat this one exactly
-                left = loop.count - j - 1
+                left = n - j - 1
                 acc[0] += left * (acc[0] - hit0)
                 acc[1] += left * (acc[1] - total0)
                 break
             previous = state
+        elif flushed_after is None:
+            if stack.evictions > evictions0 and all(k in touched for k in stack.lines):
+                flushed_after = j
+        elif flushed_after == j - 1:         # this iteration began flushed: the steady one
+            last = n - (flushed_after + 1)   # the last iterations, walked to rebuild the stack
+            skip = last - (j + 1)
+            if skip > 0:
+                acc[0] += skip * (acc[0] - hit0)
+                acc[1] += skip * (acc[1] - total0)
+                j = last
+                continue
+        j += 1
     env.pop(loop.var, None)
+    if outer_touched is not None:
+        outer_touched |= touched
 
 
 def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None) -> float:
