@@ -19,26 +19,23 @@ from .memory import Server
 
 class SmUnits:
     """The three unit servers of one SM, and (made on first use by the consumer warpgroups
-    of a warp-specialized loop, which know the SimPy environment) the shared exp and ALU
-    units of processor sharing."""
+    of a warp-specialized loop, which know the SimPy environment) processor-sharing units of
+    the same rates for the kinds in pipeline.SHARED_ELEMENTWISE."""
 
-    __slots__ = ("tensor", "exp", "alu", "exp_shared", "alu_shared")
+    __slots__ = ("tensor", "exp", "alu", "_shared")
 
     def __init__(self, rates: SmRates):
         self.tensor = Server(rates.tensor_flops_per_s)
         self.exp = Server(rates.exp_per_s)
         self.alu = Server(rates.alu_ops_per_s)
-        self.exp_shared = self.alu_shared = None
+        self._shared: dict = {}
 
     def shared(self, env, kind: str) -> "SharedServer":
-        """The SM's processor-sharing unit for `kind` ("exp" or "alu"), made on first use."""
-        if kind == "exp":
-            if self.exp_shared is None:
-                self.exp_shared = SharedServer(env, self.exp.rate)
-            return self.exp_shared
-        if self.alu_shared is None:
-            self.alu_shared = SharedServer(env, self.alu.rate)
-        return self.alu_shared
+        """The SM's processor-sharing unit for `kind` ("exp" or "alu"), at that unit's rate."""
+        unit = self._shared.get(kind)
+        if unit is None:
+            unit = self._shared[kind] = SharedServer(env, getattr(self, kind).rate)
+        return unit
 
 
 class SharedServer:

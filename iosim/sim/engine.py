@@ -7,13 +7,12 @@ from __future__ import annotations
 import simpy
 
 from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s,
-                       dram_write_cost, reduce_l2_costs, tensor_server_busy_s,
-                       fragment_store_issue_s_per_byte, fragment_store_l2_cost)
+                       tensor_server_busy_s, fragment_store_issue_s_per_byte)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker, launch_ready
 from .l1 import L1Front, SmL1, exact_l1
-from .memory import ExactMemory, MemoryCounters, Server, TileLru, dram_server
+from .memory import MemoryCounters, exact_memory
 from .pipeline import CtaContext, run_program
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
@@ -27,10 +26,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
     dtype = schedule.problem.dtype
     rates = SmRates.of(gpu, dtype)           # the servers run at the wgmma rate
     env = simpy.Environment()
-    mem = ExactMemory(TileLru(gpu.l2_capacity_bytes * l2_effective_fraction),
-                      Server(gpu.l2_bandwidth_bytes_per_s), dram_server(gpu),
-                      gpu.l2_latency_s, gpu.dram_latency_s, reduce_l2_costs(gpu),
-                      dram_write_cost(gpu), fragment_store_l2_cost(gpu))
+    mem = exact_memory(gpu, gpu.l2_capacity_bytes * l2_effective_fraction)
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
     frag_s = fragment_store_issue_s_per_byte(gpu)
     timeline = Timeline()

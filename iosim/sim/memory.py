@@ -101,6 +101,15 @@ def dram_server(gpu) -> Server:
                            gpu.dram_latency_s)
 
 
+def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
+    """Exact mode's memory on `gpu` with an LRU of `l2_capacity_bytes` (the engine's, and the
+    fast mode's short wave simulations, wave_queue.py)."""
+    from ..machine import dram_write_cost, fragment_store_l2_cost, reduce_l2_costs
+    return ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
+                       dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
+                       reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu))
+
+
 class TileLru:
     """Fully associative LRU cache of tiles with a byte capacity. Entries: key → [bytes, dirty,
     ready_s, group] where ready_s is when a missed line has arrived from DRAM (a hit on a line
@@ -228,9 +237,8 @@ class ExactMemory:
         if nbytes:
             self._count("dram_write_bytes", nbytes)
             # fire and forget: nobody waits on it
-            write = getattr(self.dram_server, "reserve_write", None)   # MixedDramServer
-            if write is not None:
-                write(now_s, nbytes)
+            if isinstance(self.dram_server, MixedDramServer):   # the cost of the mix
+                self.dram_server.reserve_write(now_s, nbytes)
             else:
                 self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
 

@@ -31,13 +31,12 @@ from dataclasses import dataclass
 
 import simpy
 
-from ..machine import (copy_issue_s_per_byte, cta_turnover_s, dram_read_rate, dram_write_cost,
-                       fragment_store_issue_s_per_byte, fragment_store_l2_cost, reduce_l2_costs,
+from ..machine import (copy_issue_s_per_byte, cta_turnover_s, fragment_store_issue_s_per_byte,
                        store_issue_s_per_byte)
 from ..schedule import Loop
 from .compute import SmUnits
 from .dispatch import SlotPicker, launch_ready
-from .memory import ExactMemory, Server, TileLru
+from .memory import ExactMemory, exact_memory
 from .pipeline import CtaContext, run_program
 
 WAVE_ITERATIONS = 12     # loop iterations each wave CTA runs (4 warm-up, 6 counted, 2 drain)
@@ -133,9 +132,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     latencies of their wait points (loads issued together), the CTAs from tail_start (the
     last partial wave, when simulated) apart."""
     env = simpy.Environment()
-    mem = ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
-                      Server(dram_read_rate(gpu)), gpu.l2_latency_s, gpu.dram_latency_s,
-                      reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu))
+    mem = exact_memory(gpu, l2_capacity_bytes)
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
     copy_s = copy_issue_s_per_byte(gpu, kernel.pipeline)
     store_s = store_issue_s_per_byte(gpu, kernel.pipeline)
