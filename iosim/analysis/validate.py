@@ -82,13 +82,11 @@ class Row:
 
     @property
     def l2_err(self) -> float | None:
-        m = self.measured_l2_to_sm_bytes
-        return self.predicted_l2_to_sm_bytes / m - 1 if m else None
+        return _rel_err(self.predicted_l2_to_sm_bytes, self.measured_l2_to_sm_bytes)
 
     @property
     def dram_err(self) -> float | None:
-        m = self.measured_dram_bytes
-        return self.predicted_dram_bytes / m - 1 if m else None
+        return _rel_err(self.predicted_dram_bytes, self.measured_dram_bytes)
 
     @property
     def dram_read_err(self) -> float | None:
