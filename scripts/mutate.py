@@ -89,6 +89,10 @@ TARGETS = (
               "tests/test_sim_protocol.py",
               "tests/test_sim_mma.py"), 120),
             (("tests/test_sim_modes.py", "tests/test_sim_plausibility.py"), 300))),
+    Target("dram_mix", ("iosim/sim/memory.py",), "classes:MixedDramServer",
+           ((("tests/test_dram_mix.py", "tests/test_sim_memory.py"), 120),)),
+    Target("l1", ("iosim/sim/l1.py",), "functions",
+           ((("tests/test_l1.py",), 120),)),
     Target("validate", ("iosim/analysis/validate.py",), "validate",
            ((tuple(VALIDATE_FAST), 120),)),
 )
@@ -288,6 +292,7 @@ def make_copy() -> Path:
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", tmp / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
+    (tmp / "measurements").symlink_to(ROOT / "measurements")   # read-only data some tests compare with
     return tmp
 
 

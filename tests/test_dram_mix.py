@@ -119,6 +119,15 @@ def test_the_exact_servers_mix_forgets_with_the_dram_latency():
     assert s.busy_s - 20.0 == pytest.approx(1 / 4.0, rel=1e-9)
 
 
+def test_the_exact_servers_mix_decays_by_e_per_window():
+    # window 2 s: a write 2 s after 100 read bytes sees them at weight 100/e (one window)
+    s = MixedDramServer(5.0, lambda share: dram_write_cost_at(Gpu(), share), 2.0)
+    s.reserve(0.0, 100.0)
+    s.reserve_write(2.0, 1.0)
+    share = 100 / math.e / (100 / math.e + 1)
+    assert s.busy_s - 20.0 == pytest.approx(dram_write_cost_at(Gpu(), share) / 5.0, rel=1e-9)
+
+
 def test_exact_memory_sends_writebacks_to_the_mixed_servers_write_side():
     # a 100-byte dirty tile evicted by a 100-byte load into a 100-byte L2, at t = 0: the
     # load's read (reserved first) costs its bytes, 20 s; the write-back then sees a 1:1 mix
