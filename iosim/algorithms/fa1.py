@@ -33,6 +33,8 @@ rounded to 16, until a tiling fits; the schedule's notes say so. `--block-q` / `
 """
 from __future__ import annotations
 
+from functools import cache
+
 from ..schedule import Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store, loop
 from .common import (ACC_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits, kv_segments,
                      pick_tiling, q_segments, rows_in_block)
@@ -137,6 +139,7 @@ def kv_outer(problem, t: Tiling, b, h, inner_of, after_of=None) -> tuple:
     Non-causal: every j runs the same inner loop, so j is a Loop; causal: one entry per j."""
     d, eb, bc = problem.head_dim, problem.elem_bytes, t.block_kv
     hk = h // problem.group_size
+    inner_of = cache(inner_of)      # a causal grid asks for the same few bodies at every j
 
     def step(j, rows_kv: int) -> tuple:
         inner = []
