@@ -92,7 +92,7 @@ TARGETS = (
     Target("dram_mix", ("iosim/sim/memory.py",), "classes:MixedDramServer",
            ((("tests/test_dram_mix.py", "tests/test_sim_memory.py"), 120),)),
     Target("l1", ("iosim/sim/l1.py",), "functions",
-           ((("tests/test_l1.py",), 120),)),
+           ((("tests/test_l1_units.py", "tests/test_l1.py"), 120),)),
     Target("validate", ("iosim/analysis/validate.py",), "validate",
            ((tuple(VALIDATE_FAST), 120),)),
 )
