@@ -91,6 +91,8 @@ TARGETS = (
             (("tests/test_sim_modes.py", "tests/test_sim_plausibility.py"), 300))),
     Target("dram_mix", ("iosim/sim/memory.py",), "classes:MixedDramServer",
            ((("tests/test_dram_mix.py", "tests/test_sim_memory.py"), 120),)),
+    Target("compute", ("iosim/sim/compute.py",), "classes:SmUnits,SharedServer",
+           ((("tests/test_shared_units.py", "tests/test_sim_rates.py", "tests/test_sim_units.py"), 120),)),
     Target("l1", ("iosim/sim/l1.py",), "functions",
            ((("tests/test_l1_units.py", "tests/test_l1.py"), 120),)),
     Target("validate", ("iosim/analysis/validate.py",), "validate",

@@ -52,6 +52,22 @@ def test_three_unequal_requests_leave_in_order_of_their_work():
 def test_an_empty_request_is_done_at_once():
     done, _ = finish_times([(1.5, 0.0)])
     assert done == [pytest.approx(1.5)]
+    env = simpy.Environment()
+    ev = SharedServer(env, 10.0).request(0.0)
+    assert ev.triggered                 # succeeded on the spot, not queued as a job
+
+
+def test_requests_in_service_are_woken_when_the_first_is_done_not_before(monkeypatch):
+    # 50 and 80 at rate 10: the shared phase ends when the 50 is done, at 10 s (not 5: the
+    # wake-up is scheduled at the remaining work times the requests sharing), then the 80's
+    # remaining 30 alone end at 13
+    wakes = []
+    wake = SharedServer._wake
+    monkeypatch.setattr(SharedServer, "_wake", lambda self, gen: wakes.append(
+        (self.env.now, gen == self._gen)) or wake(self, gen))
+    done, _ = finish_times([(0.0, 50.0), (0.0, 80.0)])
+    assert done == [pytest.approx(10.0), pytest.approx(13.0)]
+    assert [t for t, current in wakes if current] == [pytest.approx(10.0), pytest.approx(13.0)]
 
 
 def test_consumers_softmax_tiles_started_together_finish_together():
