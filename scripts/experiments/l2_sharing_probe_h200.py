@@ -80,6 +80,10 @@ VARIANTS = ("rotating", "shared_all", "rmw_rotating", "write_read", "mix_w1r3", 
 SIZES_MIB = (16, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72)
 PASSES = 4
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+# the L2 sectors one partition sent the other (Nsight Compute's "L2 Fabric"; A100 whitepaper:
+# each partition caches data for the SMs of the GPCs connected to it): asked for first, the
+# run repeated without it if this ncu does not know the metric
+FABRIC = "lts__t_sectors_srcunit_ltcfabric.sum"
 
 
 def target() -> None:
@@ -95,26 +99,44 @@ def target() -> None:
         del buf
 
 
+def fabric_sectors(text: str) -> list:
+    """The FABRIC column of ncu's raw CSV, one value per kernel in launch order."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(lines))
+    if not rows or FABRIC not in rows[0]:
+        return []
+    at = rows[0].index(FABRIC)
+    body = [r for r in rows[1:] if r[0].strip().isdigit()]     # the units row skipped
+    return [float(r[at].replace(",", "")) for r in body]
+
+
 def main(out_csv: str) -> None:
     sys.path.insert(0, os.getcwd())
     from iosim.measure.ncu import parse_csv
-    cmd = ["ncu", "--clock-control", "none", "--metrics", METRICS, "--csv", "--page", "raw",
-           "--print-units", "base", "-k", "regex:l2share", "python3", __file__, "--target"]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    rows = parse_csv(res.stdout)
-    if len(rows) != len(SIZES_MIB) * len(VARIANTS):
+    want = len(SIZES_MIB) * len(VARIANTS)
+    for metrics in (f"{METRICS},{FABRIC}", METRICS):
+        cmd = ["ncu", "--clock-control", "none", "--metrics", metrics, "--csv", "--page", "raw",
+               "--print-units", "base", "-k", "regex:l2share", "python3", __file__, "--target"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        rows = parse_csv(res.stdout)
+        if len(rows) == want:
+            break
+        print(f"ncu with {metrics}: {len(rows)} kernels; {res.stderr[-500:]}", flush=True)
+    fabric = fabric_sectors(res.stdout) if FABRIC in metrics else [float("nan")] * len(rows)
+    if len(rows) != want:
         print(res.stdout[-3000:], res.stderr[-3000:])
         raise SystemExit(f"expected {len(SIZES_MIB) * len(VARIANTS)} kernels, got {len(rows)}")
     it = iter(rows)
     with open(out_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["variant", "buffer_bytes", "passes", "dram_read_bytes", "dram_write_bytes",
-                    "ncu_time_s"])
+                    "ncu_time_s", "l2_fabric_sectors"])
+        fab = iter(fabric)
         for mib in SIZES_MIB:
             for v in VARIANTS:
                 r = next(it)
                 w.writerow([v, mib << 20, 1 if v.startswith("mix") else PASSES, r["dram_read_bytes"], r["dram_write_bytes"],
-                            r["ncu_time_s"]])
+                            r["ncu_time_s"], next(fab)])
                 b = mib << 20
                 print(f"{v:13s} {mib:3d} MiB  read/F {r['dram_read_bytes'] / b:6.3f}  "
                       f"write/F {r['dram_write_bytes'] / b:6.3f}  {r['ncu_time_s'] * 1e3:7.3f} ms",
