@@ -19,6 +19,13 @@ Variants (grid 528 CTAs × 512 threads, 4 per SM):
                 dirty bytes keeps min(F/4, cap); a cap on a dirty line's stack distance keeps
                 only those within it of the end)
   mix_w1r1      the same, i % 2 == 0 written
+  write_once    one pass writing the whole buffer with 16-byte coalesced stores: the dirty
+                bytes left at the end (l2_probe.csv's write_once, repeated in this session)
+  write_once_frag  the same bytes written by 4-byte stores in an MMA accumulator fragment's
+                order (each warp store covers 16 B of 8 lines, as fa2_fwd.cu's O store does;
+                torch flash and cuDNN stage O through shared memory and store it coalesced):
+                whether partial-line stores are kept dirty differently (the project's FA-2
+                forward rows leave ~11 MB of O unwritten at their end, torch flash's none)
 
     python3 scripts/experiments/l2_sharing_probe_h200.py OUT.csv      (runs ncu over itself)
 """
@@ -49,9 +56,22 @@ extern "C" __global__ void l2share(int4* buf, long long n, int passes, int varia
             }
             continue;
         }
-        if (variant >= 4 && p > 0) break;             // the mixes: one pass
+        if (variant >= 4 && p > 0) break;             // the mixes and write_once*: one pass
         long long ch = chunk_of(variant, p, blockIdx.x, g);
         long long hi = min(n, (ch + 1) * per);
+        if (variant == 7) {     // write_once_frag: 4-byte stores in an MMA fragment's order
+            int* w = reinterpret_cast<int*>(buf);
+            int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+            // a warp's block: 64 int4 = 8 lines of 128 B; store k writes 16 B of each line
+            // (lane / 4: the line, lane % 4: the int), as one accumulator row-pair store does
+            for (long long b = ch * per + 64LL * warp; b < hi; b += 64LL * nw) {
+                for (int k = 0; k < 8; ++k) {
+                    long long e = b * 4 + (lane >> 2) * 32 + k * 4 + (lane & 3);
+                    if (e < hi * 4) __stcg(w + e, (int)e ^ k);
+                }
+            }
+            break;
+        }
         for (long long i = ch * per + threadIdx.x; i < hi; i += blockDim.x) {
             if (variant >= 4) {                                      // mix_w1r3, mix_w1r1
                 if (i % (variant == 4 ? 4 : 2) == 0) {
@@ -60,6 +80,8 @@ extern "C" __global__ void l2share(int4* buf, long long n, int passes, int varia
                     int4 v = __ldcg(buf + i);
                     acc ^= v.x ^ v.y ^ v.z ^ v.w;
                 }
+            } else if (variant == 6) {                               // write_once
+                __stcg(buf + i, make_int4((int)i, p, 2, 3));
             } else if (variant == 0 || (variant == 3 && p > 0)) {   // read
                 int4 v = __ldcg(buf + i);
                 acc ^= v.x ^ v.y ^ v.z ^ v.w;
@@ -76,7 +98,8 @@ extern "C" __global__ void l2share(int4* buf, long long n, int passes, int varia
     if (acc == 0x7f3a2b1c) out[0] = acc;
 }
 """
-VARIANTS = ("rotating", "shared_all", "rmw_rotating", "write_read", "mix_w1r3", "mix_w1r1")
+VARIANTS = ("rotating", "shared_all", "rmw_rotating", "write_read", "mix_w1r3", "mix_w1r1",
+            "write_once", "write_once_frag")
 SIZES_MIB = (16, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72)
 PASSES = 4
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
@@ -135,7 +158,7 @@ def main(out_csv: str) -> None:
         for mib in SIZES_MIB:
             for v in VARIANTS:
                 r = next(it)
-                w.writerow([v, mib << 20, 1 if v.startswith("mix") else PASSES, r["dram_read_bytes"], r["dram_write_bytes"],
+                w.writerow([v, mib << 20, 1 if v.startswith(("mix", "write_once")) else PASSES, r["dram_read_bytes"], r["dram_write_bytes"],
                             r["ncu_time_s"], next(fab)])
                 b = mib << 20
                 print(f"{v:13s} {mib:3d} MiB  read/F {r['dram_read_bytes'] / b:6.3f}  "

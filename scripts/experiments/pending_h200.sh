@@ -12,7 +12,8 @@
 #                                      (the d 64 first-step gap, docs/validation.md mechanism table)
 #   softmax_variants_h200.json / .log  standard attention's softmax kernel by variant
 #                                      (measurements/h200/softmax/README.md)
-# Expected wall time: ~6-8 minutes in all (probe ~3, stamps ~2, softmax ~2).
+# Expected wall time: ~6-8 minutes in all (probe ~3, stamps ~2, softmax ~2). The probe source
+# compiles with nvcc -arch=sm_90 here (checked without a GPU); the run itself has not been made.
 set -u
 out="${1:?usage: pending_h200.sh OUT_DIR}"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/smi_before.txt" 2>&1
