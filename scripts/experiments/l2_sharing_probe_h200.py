@@ -24,8 +24,9 @@ Variants (grid 528 CTAs × 512 threads, 4 per SM):
   write_once_frag  the same bytes written by 4-byte stores in an MMA accumulator fragment's
                 order (each warp store covers 16 B of 8 lines, as fa2_fwd.cu's O store does;
                 torch flash and cuDNN stage O through shared memory and store it coalesced):
-                whether partial-line stores are kept dirty differently (the project's FA-2
-                forward rows leave ~11 MB of O unwritten at their end, torch flash's none)
+                whether partial-line stores are kept dirty differently (validation rows
+                with 67 MB of O: the project's FA-2 forward writes 8-18 MB less than O, torch
+                flash at least O at 8 of its 9 shapes)
 
     python3 scripts/experiments/l2_sharing_probe_h200.py OUT.csv      (runs ncu over itself)
 """
