@@ -8,6 +8,13 @@ The figures docs/simulator.md quotes about the aggregated model's mechanisms com
     python benchmarks/sim_diagnostics.py waves standard 512 --kernel 1   # the softmax kernel
     python benchmarks/sim_diagnostics.py l2-queue square 4096       # exact mode's L2 FIFO waits
     python benchmarks/sim_diagnostics.py budget                     # headline vs replay budget
+
+`--row N` takes problem N of the random benchmark instead (sim_random_problems.py, `--seed`,
+default 11: its own draw), e.g. the figures docs/simulator.md quotes about its misses:
+
+    python benchmarks/sim_diagnostics.py band --row 34              # fast vs exact, perturbed GPUs
+    python benchmarks/sim_diagnostics.py waves --row 19 --kernel 0  # per wave (232 waves)
+    python benchmarks/sim_diagnostics.py dram-queue --row 19        # K misses behind write-backs
 """
 from __future__ import annotations
 
@@ -16,13 +23,39 @@ import sys
 import time
 from collections import defaultdict
 
+import random
+
 from iosim import AttentionProblem, build_schedule, load_gpu
-from iosim.sim import memory, simulate
+from iosim.errors import IosimError
+from iosim.sim import EXACT_BELOW_EVENTS, memory, simulate, tile_events
+
+
+ROW = None        # (seed, index): main() sets it from --row / --seed
 
 
 def _schedule(algo: str, n: int, causal: bool):
     gpu = load_gpu("h100")
+    if ROW is not None:
+        return random_problem(*ROW, gpu)[1], gpu
     return build_schedule(AttentionProblem(seq_q=n, heads_q=32, causal=causal), gpu, algo), gpu
+
+
+def random_problem(seed: int, index: int, gpu, min_events: int = EXACT_BELOW_EVENTS,
+                   max_events: int = 400_000) -> tuple:
+    """((algorithm, shape), schedule) of problem `index` of sim_random_problems.py's draw with
+    that seed and its default event bounds (the same loop: redrawn outside the bounds)."""
+    from sim_random_problems import draw
+    rng, k = random.Random(seed), -1
+    while True:
+        algo, shape = draw(rng)
+        try:
+            schedule = build_schedule(AttentionProblem(**shape), gpu, algo)
+        except IosimError:
+            continue
+        if min_events < tile_events(schedule) <= max_events:
+            k += 1
+            if k == index:
+                return (algo, shape), schedule
 
 
 def waves(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
@@ -42,7 +75,8 @@ def waves(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
         df["start_s"], df["end_s"] = df.start_s - t0, df.end_s - t0
     dur_e, dur_a = ex.end_s - ex.start_s, ag.end_s - ag.start_s
     slots = int((ex.start_s == 0).sum())
-    print(f"{algo} N={n}{' causal' if causal else ''}: {len(ex)} CTAs, {slots} in the first wave")
+    print(f"{'random problem' if ROW else f'{algo} N={n}'}{' causal' if causal else ''}: {len(ex)} CTAs, "
+          f"{slots} in the first wave")
     for a in range(0, len(ex), slots):
         e, g = dur_e.iloc[a:a + slots].mean(), dur_a.iloc[a:a + slots].mean()
         print(f"  CTAs {a:5d}-{min(a + slots, len(ex)) - 1:5d}: exact {e * 1e6:8.2f} us, "
@@ -88,6 +122,79 @@ def l2_queue(algo: str, n: int, causal: bool) -> None:
               f"issue to data {total[t] / count[t] * 1e9:6.1f} ns")
 
 
+# GPUs a little off the config: the SM clock (what a compute-bound kernel's CTA ends follow)
+# and the L2 and DRAM latencies (sim_speed_accuracy.py's band perturbs only those)
+BAND = [("clock_hz", f) for f in (0.99, 0.995, 1.005, 1.01)] + [
+    (name, f) for f in (0.995, 1.005) for name in ("l2_latency_s", "dram_latency_s")]
+
+
+def band(algo: str, n: int, causal: bool) -> None:
+    """Both modes on slightly perturbed GPUs: exact mode's time against the unperturbed
+    exact time, and the fast mode's error against exact mode on the same GPU. A schedule
+    whose end is decided by a few near-simultaneous CTA ends (a causal grid's tail packing)
+    jumps between branches in exact mode, and the fast mode's error with it."""
+    schedule, gpu = _schedule(algo, n, causal)
+    base = simulate(schedule, gpu, "exact").time_s
+    print(f"  unperturbed: exact {base * 1e6:.3f} us, fast "
+          f"{simulate(schedule, gpu).time_s / base - 1:+.2%}")
+    for name, f in BAND:
+        g = gpu.with_(**{name: getattr(gpu, name) * f})
+        ex, fa = simulate(schedule, g, "exact").time_s, simulate(schedule, g).time_s
+        print(f"  {name} x {f}: exact {ex * 1e6:10.3f} us ({ex / base - 1:+.2%}), "
+              f"fast {fa / ex - 1:+.2%} against it")
+
+
+def dram_queue(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
+    """Exact mode, one kernel: per load tensor and head (the key's second coordinate), the
+    loads that miss, and for them the mean DRAM FIFO backlog at issue (write-backs are fire
+    and forget but hold the FIFO: a miss queues behind them) and the mean time from issue to
+    data; the hits' mean time from issue to data (a hit on a line still in flight waits for
+    it) and L2 FIFO wait; per stored tensor and head the L2 FIFO wait."""
+    schedule, gpu = _schedule(algo, n, causal)
+    k = schedule.kernels[kernel]
+    start = [0.0, float("inf")]
+    stats = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    load0, store0 = memory.ExactMemory.load, memory.ExactMemory.store
+
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
+        hit = key in self.l2.lines
+        dram_q = max(0.0, self.dram_server.free_s - now_s)
+        l2_q = max(0.0, self.l2_server.free_s - now_s)
+        ready = load0(self, key, tensor, nbytes, now_s, oob_bytes)
+        s = stats["hit" if hit else "miss", tensor, key[2] if len(key) > 2 else 0]
+        s[0] += 1
+        s[1] += dram_q
+        s[2] += ready - now_s
+        s[3] += l2_q
+        return ready
+
+    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+        l2_q = max(0.0, self.l2_server.free_s - now_s)
+        s = stats["store", tensor, key[2] if len(key) > 2 else 0]
+        s[0] += 1
+        s[3] += l2_q
+        return store0(self, key, tensor, nbytes, reduce, now_s, layout)
+
+    import dataclasses
+    memory.ExactMemory.load, memory.ExactMemory.store = load, store
+    try:
+        r = simulate(dataclasses.replace(schedule, kernels=schedule.kernels[:kernel + 1]),
+                     gpu, "exact")
+    finally:
+        memory.ExactMemory.load, memory.ExactMemory.store = load0, store0
+    print(f"  kernel {k.name} (kernels before it included in the counts): "
+          f"{r.kernels[-1].time_s * 1e6:.2f} us")
+    for (what, tensor, head), (c, dq, lat, l2q) in sorted(stats.items()):
+        if what == "miss":
+            print(f"  {tensor} head {head}: {c} misses, DRAM backlog at issue {dq / c * 1e9:7.1f} ns, "
+                  f"issue to data {lat / c * 1e9:7.1f} ns")
+        elif what == "hit":
+            print(f"  {tensor} head {head}: {c} hits, issue to data {lat / c * 1e9:7.1f} ns, "
+                  f"L2 FIFO wait {l2q / c * 1e9:6.1f} ns")
+        else:
+            print(f"  store {tensor} head {head}: {c}, L2 FIFO wait {l2q / c * 1e9:6.1f} ns")
+
+
 def budget() -> None:
     """The headline problem at three L2 replay budgets: DRAM reads, in-process time (second
     run of each)."""
@@ -102,16 +209,30 @@ def budget() -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["waves", "l2-queue", "budget"])
+    ap.add_argument("what", choices=["waves", "l2-queue", "budget", "band", "dram-queue"])
     ap.add_argument("algo", nargs="?", default="fa2")
     ap.add_argument("seq", nargs="?", type=int, default=4096)
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--kernel", type=int, default=0, help="kernel index for waves [0]")
+    ap.add_argument("--kernel", type=int, default=0,
+                    help="kernel index for waves and dram-queue [0]")
+    ap.add_argument("--row", type=int, default=None,
+                    help="problem ROW of sim_random_problems.py's draw instead of algo/seq")
+    ap.add_argument("--seed", type=int, default=11, help="the draw's seed for --row [11]")
     args = ap.parse_args(argv)
+    global ROW
+    if args.row is not None:
+        ROW = (args.seed, args.row)
+        gpu = load_gpu("h100")
+        (algo, shape), _ = random_problem(args.seed, args.row, gpu)
+        print(f"random problem {args.row} (seed {args.seed}): {algo} {shape}")
     if args.what == "waves":
         waves(args.algo, args.seq, args.causal, args.kernel)
     elif args.what == "l2-queue":
         l2_queue(args.algo, args.seq, args.causal)
+    elif args.what == "band":
+        band(args.algo, args.seq, args.causal)
+    elif args.what == "dram-queue":
+        dram_queue(args.algo, args.seq, args.causal, args.kernel)
     else:
         budget()
     return 0

@@ -4,9 +4,9 @@
 import pytest
 
 from iosim import AttentionProblem, build_schedule, load_gpu
-from iosim.schedule import Load, loop
+from iosim.schedule import Load, Store, loop
 from iosim.sim.characterize import _WaitPointMemory
-from iosim.sim.fast import KernelInfo, lockstep_waves, max_reuse_gap
+from iosim.sim.fast import KernelInfo, _stores_each_iteration, lockstep_waves, max_reuse_gap
 from iosim.sim.memory import Server
 
 H100 = load_gpu("h100")
@@ -42,6 +42,28 @@ def test_which_kernels_take_their_wait_points_from_the_wave(algorithm, causal, e
     schedule = build_schedule(AttentionProblem(seq_q=4096, heads_q=8, causal=causal), H100,
                               algorithm)
     kernel = schedule.kernels[0]
+    assert lockstep_waves(kernel, KernelInfo.of(kernel, H100, "fp16")) is expected
+
+
+def test_a_loop_that_stores_each_iteration_waits_for_the_l2_each_iteration():
+    store = Store("O", (0,), 1, 64, 64)
+    in_loop = tuple(loop("j", 0, 5, (_load("K", ("j",)), store)))
+    after = tuple(loop("j", 0, 5, (_load("K", ("j",)),))) + (store,)
+    nested = tuple(loop("i", 0, 2, tuple(loop("j", 0, 5, (_load("K", ("j",)), store)))))
+    assert _stores_each_iteration((in_loop,)) is True
+    assert _stores_each_iteration((after,)) is False
+    assert _stores_each_iteration((nested,)) is True
+
+
+@pytest.mark.parametrize("causal,expected", [
+    (False, True),    # buffered, but every iteration waits for its dQaccum reduction
+    (True, False),    # causal classes of different lengths
+])
+def test_fa2_backward_takes_its_wait_points_from_the_wave(causal, expected):
+    schedule = build_schedule(AttentionProblem(seq_q=4096, heads_q=8, causal=causal,
+                                               direction="bwd"), H100, "fa2")
+    kernel = next(k for k in schedule.kernels if k.name == "fa2_bwd")
+    assert kernel.pipeline.stages == 2
     assert lockstep_waves(kernel, KernelInfo.of(kernel, H100, "fp16")) is expected
 
 

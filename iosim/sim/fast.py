@@ -606,17 +606,29 @@ def _keeps_reuse_gaps(program, iterations: int) -> bool:
     return max_reuse_gap(program, bound=cut) == cut
 
 
+def _stores_each_iteration(programs) -> bool:
+    """Whether a loop of the programs stores inside its body: every iteration then waits until
+    the L2 has accepted the store (pipeline.run_ops), whatever the pipeline's stages (FA-2's
+    backward: each iteration's dQaccum reduction)."""
+    return any(it.kind == "loop" and (any(op.kind == "store" for op in it.body)
+                                      or _stores_each_iteration((it.body,)))
+               for p in programs for it in p)
+
+
 def lockstep_waves(kernel, info: KernelInfo) -> bool:
     """Whether a kernel's wait points take their latency from its wave (wave_queue.py):
     a synchronous loop (stages = 1: every iteration waits for its own loads, so CTAs that
-    share a tile stay in lockstep), every CTA class with the same loop counts, and loops cut
+    share a tile stay in lockstep; or a loop that stores each iteration: it waits for the
+    L2 to accept the store, and CTAs released together by a shared tile reach the L2 FIFO
+    together: FA-2's backward, whose dQaccum reductions wait ~2 µs on exact mode's FIFO),
+    every CTA class with the same loop counts, and loops cut
     to WAVE_ITERATIONS that keep each class's reuse gaps (the wave then repeats fewer of the
     same iterations: what one iteration loads, its hits and the CTAs' relative phases stay).
     Classes of different lengths (a causal grid) would be cut into a lockstep the full kernel
     does not have, and a cut loop between two reads of a tile shortens its reuse (FA-1's
     Q/O loops: the wave's wait 330 ns against the full kernel's 211)."""
     from .wave_queue import WAVE_ITERATIONS
-    return (kernel.pipeline.stages == 1
+    return ((kernel.pipeline.stages == 1 or _stores_each_iteration(info.programs))
             and any(it.kind == "loop" for p in info.programs for it in p)
             and len({_loop_counts(p) for p in info.programs}) == 1
             and all(_keeps_reuse_gaps(p, WAVE_ITERATIONS) for p in info.programs))
