@@ -209,12 +209,22 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
 
 
 def _add_points(acc: tuple, rec: _Recorder, program: tuple) -> None:
-    """Add a CTA's wait point latencies of its settled iterations to (totals, counts)."""
+    """Add a CTA's wait point latencies of its settled iterations to (totals, counts); of
+    every iteration where no loop of its program was cut (its iterations are the kernel's
+    own, first and last ones included, not stand-ins for a longer loop's middle)."""
     p_total, p_count = acc
+    whole = not _cut(program)
     for key, lat in rec.points.items():
-        for w in _settled(lat, _loop_iterations(program)):
+        for w in (lat if whole else _settled(lat, _loop_iterations(program))):
             p_total[key] += w
             p_count[key] += 1
+
+
+def _cut(program: tuple) -> bool:
+    """Whether truncated() cut a loop of this (truncated) program: one of WAVE_ITERATIONS
+    iterations may have been longer (conservative: exactly WAVE_ITERATIONS counts as cut)."""
+    return any(isinstance(it, Loop) and (it.count >= WAVE_ITERATIONS or _cut(it.body))
+               for it in program)
 
 
 def _means(acc: tuple) -> tuple:
