@@ -25,7 +25,8 @@ store fill (fast.StoreFill).
 
 An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
 (atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
-counts for (cohort: BODY, TAIL or WARMUP). Accesses are replayed in time order,
+counts for (cohort: BODY, TAIL or WARMUP), and the CTA for a kernel whose loads are counted per
+CTA too (KernelCounts.cta_loads: fast.WaitCohorts). Accesses are replayed in time order,
 ties in the order they were sampled.
 """
 from __future__ import annotations
