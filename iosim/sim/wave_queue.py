@@ -188,10 +188,11 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     for c, (rec, program) in recorders:
         rec.close()
         if cohort_of is not None and c < tail:
-            _add_points(by_cohort[cohort_of.get(c, 0), c >= counted_from], rec, program)
+            _add_points(by_cohort[cohort_of.get(c, 0), c >= counted_from], rec, program,
+                        c >= slots)
             if wave_slots:
                 _add_points(by_cohort[(cohort_of.get(c, 0), c // wave_slots), True], rec,
-                            program)
+                            program, c >= slots)
         if c < counted_from:
             continue
         if c < tail:
@@ -199,7 +200,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
                 for w in _settled(waits, _loop_iterations(program)):
                     total[key] += w
                     count[key] += 1
-        _add_points(points[c >= tail], rec, program)
+        _add_points(points[c >= tail], rec, program, c >= slots)
     means = [_means(p) for p in points]
     cohorts = sorted({k for k, _ in by_cohort}, key=repr)
     per_cohort = tuple((k, _means(by_cohort[k, True]) or _means(by_cohort[k, False]))
@@ -208,12 +209,14 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
                      tuple((k, p) for k, p in per_cohort if p))
 
 
-def _add_points(acc: tuple, rec: _Recorder, program: tuple) -> None:
+def _add_points(acc: tuple, rec: _Recorder, program: tuple, later_wave: bool) -> None:
     """Add a CTA's wait point latencies of its settled iterations to (totals, counts); of
-    every iteration where no loop of its program was cut (its iterations are the kernel's
-    own, first and last ones included, not stand-ins for a longer loop's middle)."""
+    every iteration for a CTA after the first wave whose program no loop was cut of (its
+    iterations are the kernel's own, first and last ones included, not stand-ins for a
+    longer loop's middle; a first-wave CTA's first loads are the start's burst, which the
+    fast mode charges apart: first_wave.py)."""
     p_total, p_count = acc
-    whole = not _cut(program)
+    whole = later_wave and not _cut(program)
     for key, lat in rec.points.items():
         for w in (lat if whole else _settled(lat, _loop_iterations(program))):
             p_total[key] += w
