@@ -485,15 +485,19 @@ def counted_per_cta(kernel) -> bool:
         it.kind == "loop" for it in kernel.program(kernel.representatives[0]))
 
 
-COLD_WAIT = 0.5   # a CTA "waits" on a tensor when most of its loads of it wait for DRAM
+COLD_WAIT = 0.5   # a CTA waits on a tensor when its first sampled load of it waited at least
+                  # half a tile fetch (a miss or a line in flight counts ~1, a hit 0)
 
 
 @dataclass(frozen=True)
 class WaitCohorts:
     """A kernel's CTAs before its last partial wave grouped by which tensors' loads they wait
-    for DRAM on (most of their sampled loads of the tensor: misses or hits on lines still in
-    flight, l2model.LoadCounts.wait); of: cta → cohort index (1, 2, ...; CTAs not in it keep
-    the kernel's figures, cohort 0); miss: each cohort's miss figures, its own CTAs' counts."""
+    for DRAM on (their first sampled load of the tensor waited COLD_WAIT of a tile fetch or
+    more: a miss or a hit on a line still in flight, l2model.LoadCounts.first; the first,
+    because the replay places a CTA's later loads by its segments' mean rates, so a CTA a
+    little faster than its group drifts ahead there, while exact mode's shared lines hold the
+    group together); of: cta → cohort index (1, 2, ...; CTAs not in it keep the kernel's
+    figures, cohort 0); miss: each cohort's miss figures, its own CTAs' counts."""
 
     of: dict
     miss: tuple
@@ -808,13 +812,10 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    l2_queue = (_wave_queues(schedule, gpu, rates, infos, characterizers, capacity)
-                if l2_queue_from_wave else timed.l2_queue)
-    if not l2_queue_from_wave:
-        l2_queue, cohorts = _with_wait_points(schedule, gpu, rates, infos, characterizers,
-                                              capacity, l2_queue, timed.cohorts)
-    else:
-        cohorts = None
+    l2_queue, cohorts = ((_wave_queues(schedule, gpu, rates, infos, characterizers, capacity),
+                          None) if l2_queue_from_wave else
+                         _with_wait_points(schedule, gpu, rates, infos, characterizers,
+                                           capacity, timed.l2_queue, timed.cohorts))
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
