@@ -117,3 +117,13 @@ def test_the_wave_simulation_gives_each_cohort_and_wave_its_points():
     assert by[1] == q.points
     lat = {w: dict(by[1, w])["A",] for w in range(3)}
     assert dict(q.points)["A",] == pytest.approx((lat[1] + lat[2]) / 2)
+
+
+def test_a_program_counts_as_cut_once_a_loop_reaches_the_waves_iterations():
+    from iosim.schedule import Alu, loop
+    from iosim.sim.wave_queue import WAVE_ITERATIONS, _cut, truncated
+    short = tuple(loop("j", 0, WAVE_ITERATIONS - 2, (Alu("x", 1),)))
+    nested = tuple(loop("j", 0, 3, tuple(loop("c", 0, 40, (Alu("x", 1),)))))
+    assert not _cut(truncated(short, WAVE_ITERATIONS))
+    assert _cut(truncated(tuple(loop("j", 0, 40, (Alu("x", 1),))), WAVE_ITERATIONS))
+    assert _cut(truncated(nested, WAVE_ITERATIONS))          # an inner loop was cut
