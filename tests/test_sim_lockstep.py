@@ -73,13 +73,19 @@ def _memory(points: dict):
     return mem
 
 
-def test_a_known_wait_points_last_load_takes_its_latency():
+def test_a_known_wait_points_loads_take_its_latency():
     mem = _memory({("Q", "K"): 700e-9})
+    # Q opens the known point (Q, K): the wave measured issue to last tile over both loads
     first = mem.load(("Q", 0), "Q", 64, 1e-6)
     last = mem.load(("K", 0), "K", 64, 1e-6)
-    # Q alone is no known wait point: its own transfer (64 B at 1 TB/s) and the L2 latency
-    assert first == pytest.approx(1e-6 + 64e-12 + 100e-9)
+    assert first == pytest.approx(1e-6 + 700e-9)
     assert last == pytest.approx(1e-6 + 700e-9)
+
+
+def test_a_load_that_opens_no_known_wait_point_keeps_the_expected_memory():
+    mem = _memory({("Q", "K"): 700e-9})
+    # V opens no known point: its own transfer (64 B at 1 TB/s) and the L2 latency
+    assert mem.load(("V", 0), "V", 64, 1e-6) == pytest.approx(1e-6 + 64e-12 + 100e-9)
 
 
 def test_a_new_instant_or_a_repeated_tensor_opens_a_new_wait_point():

@@ -77,6 +77,24 @@ def split_segments(program: tuple) -> list:
     return out
 
 
+_OPENINGS: dict = {}
+
+
+def _opening(points: dict) -> dict:
+    """The proper prefixes of the known load wait points (tensor tuples) → the latency of
+    the shortest point they open (memoised by the points' identity)."""
+    hit = _OPENINGS.get(id(points))
+    if hit is not None and hit[0] is points:
+        return hit[1]
+    out: dict = {}
+    for tensors, latency_s in sorted(points.items(), key=lambda kv: (len(kv[0]), repr(kv[0]))):
+        if tensors and tensors[0] != "store":
+            for n in range(1, len(tensors)):
+                out.setdefault(tensors[:n], latency_s)
+    _OPENINGS[id(points)] = (points, out)
+    return out
+
+
 class _WaitPointMemory(ExpectedMemory):
     """ExpectedMemory whose loads of a known wait point (the loads a CTA issues at one
     instant, by their tensors in issue order) take that wait point's latency from exact
@@ -94,6 +112,10 @@ class _WaitPointMemory(ExpectedMemory):
         tensors += (tensor,)
         self._point = (now_s, tensors)
         latency_s = self.wait_point_s.get(tensors)
+        if latency_s is None:
+            # a load that opens a known wait point (its first tensors): the point's latency
+            # (the wave measured issue to last tile over all of its loads)
+            latency_s = _opening(self.wait_point_s).get(tensors)
         if latency_s is None:
             return super().load(key, tensor, nbytes, now_s, oob_bytes)
         own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s

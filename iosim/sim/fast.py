@@ -21,10 +21,10 @@ from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
-from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
-                      replay_trace)
+from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, LoadCounts,
+                      group_times, replay_trace)
 from .pipeline import tile_key
-from .wave_queue import WaitPoints
+from .wave_queue import WAVES, WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .l1 import kernel_l1_hit_bytes
@@ -161,10 +161,14 @@ def _first_wave_loads(kernel, ki: int, group: int, reuse) -> dict:
     return hit
 
 
-def _with_tail_classes(class_of, n_classes: int, tail_start: int):
-    """Classes of the last partial wave's CTAs as classes of their own (after the others)."""
+def _with_cohort_classes(class_of, n_classes: int, cohort_of: dict, tail_start, tail: int):
+    """Classes per cohort (cohort-major, as _class_costs orders the costs): a CTA of
+    cohort_of (a WaitCohorts' CTA → cohort index, others cohort 0), the last partial wave's
+    CTAs (from tail_start, None: no such cohort) cohort `tail`."""
     def of(cta: int) -> int:
-        return class_of(cta) + (n_classes if cta >= tail_start else 0)
+        if tail_start is not None and cta >= tail_start:
+            return class_of(cta) + n_classes * tail
+        return class_of(cta) + n_classes * cohort_of.get(cta, 0)
     return of
 
 
@@ -194,7 +198,7 @@ def kernel_write_cost(gpu, read_share: float | None) -> float:
 def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_marks,
                   limits=None, cold_start: bool = False, first_loads_queue: bool = True,
                   tail_miss=None, l2_queue=None, store_fill=None, reuse=None,
-                  dram_read_shares=None):
+                  dram_read_shares=None, cohorts_of=None):
     """Steps 1–2 for every kernel: spans, timeline, segment end times of the CTAs.
     limits[ki]: dispatch only the first CTAs of each kernel (their times barely depend on
     the CTAs launched after them). reuse: a Reuse holding the first waves' loads."""
@@ -210,17 +214,25 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         occ = info.occ
         # the last partial wave may find its tiles in L2 already (an earlier wave fetched
         # them): its CTAs are classes of their own, with the replay's figures for them
-        cohort_miss = [miss[ki]]
         tail_start = tail_wave_start(kernel.num_ctas, occ * gpu.sm_count)
-        if tail_miss is not None and tail_miss[ki] is not None and tail_start is not None:
-            cohort_miss.append(tail_miss[ki])
-        # (miss figures, profile memo key: the figures and the L2 queue factor); the last
-        # partial wave's CTAs share their tiles with fewer others, so the wait points of the
-        # full waves (WaitPoints) are not theirs: the replay's queue position is
+        # the CTAs whose loads wait for DRAM apart from those that find their tiles in L2
+        # (WaitCohorts: a synchronous kernel's CTAs, by the replay's counts of each CTA)
+        split = cohorts_of[ki] if cohorts_of is not None else None
         queue = l2_queue[ki]
-        tail_queue = queue.tail() if isinstance(queue, WaitPoints) else queue
-        cohorts = [(m, (tuple(sorted(m.items())), queue if c == 0 else tail_queue))
-                   for c, m in enumerate(cohort_miss)]
+        cohort_miss = [miss[ki]] + (list(split.miss) if split else [])
+        cohort_queue = [queue.cohort(split.key(c) if split else c)
+                        if isinstance(queue, WaitPoints) else queue
+                        for c in range(len(cohort_miss))]
+        has_tail = (tail_miss is not None and tail_miss[ki] is not None
+                    and tail_start is not None)
+        if has_tail:
+            cohort_miss.append(tail_miss[ki])
+            # the last partial wave's CTAs share their tiles with fewer others, so the wait
+            # points of the full waves (WaitPoints) are not theirs: the replay's queue
+            # position is
+            cohort_queue.append(queue.tail() if isinstance(queue, WaitPoints) else queue)
+        # (miss figures, profile memo key: the figures and the L2 queue factor)
+        cohorts = [(m, (tuple(sorted(m.items())), q)) for m, q in zip(cohort_miss, cohort_queue)]
         group = min(kernel.num_ctas, occ * gpu.sm_count)
         fill = store_fill[ki] if store_fill is not None else None
         wc = kernel_write_cost(gpu, dram_read_shares[ki] if dram_read_shares else None)
@@ -228,8 +240,9 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
                            else fill.dram_per_stored_byte, gpu, group)
         costs = _class_costs(info, cohorts, dram_scale[ki], characterizers[ki], span, fill, wc)
         n_cls = len(info.programs)
-        class_of = kernel.class_of if len(cohorts) == 1 else _with_tail_classes(
-            kernel.class_of, n_cls, tail_start)
+        class_of = kernel.class_of if len(cohorts) == 1 else _with_cohort_classes(
+            kernel.class_of, n_cls, split.of if split else {},
+            tail_start if has_tail else None, len(cohorts) - 1)
         prologues = (first_wave_prologues(kernel, group, miss[ki],
                                           set() if cold_start else touched,
                                           _first_wave_loads(kernel, ki, group, reuse))
@@ -250,7 +263,8 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
         machine = FluidMachine(gpu.sm_count, occ, gpu.l2_bandwidth_bytes_per_s,
                                dram_read_rate(gpu), gpu.dram_latency_s)
         run = run_kernel(n, class_of, costs, machine, t, emit, want, prologues,
-                         kernel.class_period, tail_start if len(cohorts) > 1 else kernel.num_ctas,
+                         kernel.class_period,
+                         0 if split else tail_start if len(cohorts) > 1 else kernel.num_ctas,
                          fill.stored_bytes if fill is not None else None)
         kernel_rows = KernelRows(rows, kmarks, run.repeats)
         timeline.add_kernel(rows, run.repeats)
@@ -395,7 +409,8 @@ def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
     """Walk every replayed CTA's program: its sampled accesses, not yet placed in time. A
     class's programs have one shape, so its segments (split_segments) lie at the same
     positions in every one of them: found on its first CTA, sliced out of the others."""
-    sampler = AccessSampler(plan.ratio)
+    sampler = AccessSampler(plan.ratio, frozenset(
+        ki for ki, k in enumerate(schedule.kernels) if counted_per_cta(k)))
     for ki, k in enumerate(schedule.kernels):
         n = k.num_ctas
         stages = max(1, k.pipeline.stages)
@@ -452,6 +467,7 @@ class L2Figures:
     memory: list
     l2_queue: list
     flush_bytes: float
+    cohorts: list = None     # per kernel: WaitCohorts or None
 
 
 def _miss_figures(loads: dict, tensors, fallback) -> dict:
@@ -459,6 +475,90 @@ def _miss_figures(loads: dict, tensors, fallback) -> dict:
     tensors with no sampled load."""
     return {t: ((loads[t].miss_bytes / loads[t].bytes, loads[t].wait / loads[t].loads)
                 if t in loads and loads[t].bytes else fallback(t)) for t in tensors}
+
+
+def counted_per_cta(kernel) -> bool:
+    """Whether the replay counts a kernel's loads per CTA (for WaitCohorts): a synchronous
+    loop (stages = 1), whose every iteration waits for its own loads, so what they wait for
+    DRAM is on the CTA's path; a pipelined kernel issues them iterations early."""
+    return kernel.pipeline.stages == 1 and any(
+        it.kind == "loop" for it in kernel.program(kernel.representatives[0]))
+
+
+COLD_WAIT = 0.5   # a CTA waits on a tensor when its first sampled load of it waited at least
+                  # half a tile fetch (a miss or a line in flight counts ~1, a hit 0)
+
+
+@dataclass(frozen=True)
+class WaitCohorts:
+    """A kernel's CTAs before its last partial wave grouped by which tensors' loads they wait
+    for DRAM on (their first sampled load of the tensor waited COLD_WAIT of a tile fetch or
+    more: a miss or a hit on a line still in flight, l2model.LoadCounts.first; the first,
+    because the replay places a CTA's later loads by its segments' mean rates, so a CTA a
+    little faster than its group drifts ahead there, while exact mode's shared lines hold the
+    group together); of: cta → cohort index (1, 2, ...; CTAs not in it keep the kernel's
+    figures, cohort 0); miss: each cohort's miss figures, its own CTAs' counts."""
+
+    of: dict
+    miss: tuple
+    waits: tuple = ()    # per cohort, the tensors its CTAs wait on (() for none)
+    keys: tuple = ()     # per cohort, its key in a WaitPoints (default: its index)
+
+    def key(self, index: int):
+        """The WaitPoints key of cohort `index` (0: the kernel's other CTAs)."""
+        return self.keys[index - 1] if index and self.keys else index
+
+    def by_wave(self, slots: int, waves: int) -> "WaitCohorts":
+        """The same cohorts, their CTAs of the first `waves` launch waves (of `slots` CTAs,
+        in launch order) split by wave: cohort (c, w), WaitPoints key (c, w); the CTAs of
+        later waves keep cohort c."""
+        miss, waits = list(self.miss), list(self.waits)
+        keys = list(range(1, len(miss) + 1))
+        index, of = {}, {}
+        for cta, c in self.of.items():
+            w = cta // slots
+            if w >= waves:
+                of[cta] = c
+                continue
+            ix = index.get((c, w))
+            if ix is None:
+                ix = index[c, w] = len(miss) + 1
+                miss.append(self.miss[c - 1])
+                waits.append(self.waits[c - 1])
+                keys.append((c, w))
+            of[cta] = ix
+        return WaitCohorts(of, tuple(miss), tuple(waits), tuple(keys))
+
+
+def wait_cohorts(cta_loads: dict, tensors, body_miss: dict):
+    """WaitCohorts of a kernel's per-CTA sampled loads (KernelCounts.cta_loads; None when
+    they are not counted or every CTA waits alike). A tensor with no sampled load in a
+    cohort takes the kernel's figures."""
+    if not cta_loads:
+        return None
+    waits = {cta: {t for t, c in loads.items() if c.loads and c.first() >= COLD_WAIT}
+             for cta, loads in cta_loads.items()}
+    # a tensor tells CTAs apart only where some CTAs that load it wait and others do not
+    # (a CTA's own tiles, read first by it, are waited on by every CTA whose loads of them
+    # were sampled)
+    split = set()
+    for t in {t for loads in cta_loads.values() for t in loads}:
+        w = {t in waits[cta] for cta, loads in cta_loads.items() if t in loads}
+        if len(w) == 2:
+            split.add(t)
+    keys = {cta: tuple(sorted(w & split)) for cta, w in waits.items()}
+    distinct = sorted(set(keys.values()))
+    if len(distinct) < 2:
+        return None
+    index = {key: i + 1 for i, key in enumerate(distinct)}
+    sums = [dict() for _ in distinct]
+    for cta, loads in cta_loads.items():
+        acc = sums[index[keys[cta]] - 1]
+        for t, c in loads.items():
+            acc.setdefault(t, LoadCounts()).add(c)
+    return WaitCohorts({cta: index[key] for cta, key in keys.items()},
+                       tuple(_miss_figures(acc, tensors, lambda t: body_miss[t])
+                             for acc in sums), tuple(distinct))
 
 
 def _tail_load_bytes(kernel, info: KernelInfo, tail_start) -> dict:
@@ -502,7 +602,7 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
     """Scale the sampled L2 counts to every access of every kernel: the CTAs before the last
     partial wave by the figures of their sampled loads, that wave's CTAs by its own
     (tail_bytes[k]: tensor → its load bytes)."""
-    miss, tail_miss, store_ratio, fills, mems = [], [], [], [], []
+    miss, tail_miss, store_ratio, fills, mems, cohorts = [], [], [], [], [], []
     total_store = sum(i.totals.bytes_stored for i in infos)
     sampled_store = sum(k.store_bytes for k in result.kernels)
     for info, k, tail_b in zip(infos, result.kernels, tail_bytes):
@@ -517,6 +617,7 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
                          for t, b in tot.load_bytes.items())
         miss.append(m)
         tail_miss.append(tm)
+        cohorts.append(wait_cohorts(k.cta_loads, tot.load_bytes, m))
         after, fill = _store_figures(k, ratio)
         store_ratio.append(after)
         fills.append(fill)
@@ -528,7 +629,7 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
     if mems:
         mems[-1].dram_write_bytes += flush_bytes
     return L2Figures(miss, tail_miss, store_ratio, fills, mems,
-                     [k.l2_queue_position for k in result.kernels], flush_bytes)
+                     [k.l2_queue_position for k in result.kernels], flush_bytes, cohorts)
 
 
 def _read_shares(fig: L2Figures) -> list:
@@ -635,20 +736,43 @@ def lockstep_waves(kernel, info: KernelInfo) -> bool:
 
 
 def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: float,
-                      l2_queue: list) -> list:
+                      l2_queue: list, cohorts=None) -> tuple:
     """Per kernel, the replay's L2 queue position, or for a lockstep_waves kernel a
     wave_queue.WaitPoints: its wait points' latencies from a short exact simulation of its
-    waves, the queue position for every other request (docs/simulator.md, lockstep queueing)."""
+    waves, the queue position for every other request (docs/simulator.md, lockstep queueing);
+    and the kernels' WaitCohorts (or None), a lockstep kernel's split by wave where its
+    waves were simulated (their CTAs take their own wave's wait points)."""
     from .wave_queue import wave_queue
     out = []
-    for k, i, c, q in zip(schedule.kernels, infos, characterizers, l2_queue):
-        if not lockstep_waves(k, i):
+    cohorts = list(cohorts or [None] * len(schedule.kernels))
+    for ki, (k, i, c, q) in enumerate(zip(schedule.kernels, infos, characterizers, l2_queue)):
+        split = cohorts[ki]
+        slots = i.occ * gpu.sm_count
+        if lockstep_waves(k, i):
+            # cohorts co-run in a different mix in every wave (a KV group's first readers,
+            # whose lockstep bursts queue the others' loads): each of the first waves is
+            # simulated, up to MIN_PREFIX_WAVES (the replay's least prefix), the last partial
+            # one too when that reaches it
+            tail = tail_wave_start(k.num_ctas, slots)
+            waves = WAVES if split is None else max(WAVES, min(MIN_PREFIX_WAVES,
+                                                               ceil(k.num_ctas / slots)))
+            wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity, tail,
+                              split.of if split else None, waves=waves,
+                              wave_slots=slots if split else 0)
+            if split is not None and wave.points:
+                cohorts[ki] = split.by_wave(slots, waves)
+            out.append(WaitPoints(wave.points, q, wave.tail_points, wave.cohort_points)
+                       if wave.points else q)
+        elif split is not None:
+            # CTAs that wait on a line in flight are released together by its arrival: a
+            # cohort that waits for DRAM runs in lockstep, as the kernel's first wave does
+            # (its CTAs start together on a cold L2); its wait points come from that wave
+            wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity, None, split.of, waves=1)
+            points = tuple((ci, p) for ci, p in wave.cohort_points if split.waits[ci - 1])
+            out.append(WaitPoints((), q, (), points) if points else q)
+        else:
             out.append(q)
-            continue
-        wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity,
-                          tail_wave_start(k.num_ctas, i.occ * gpu.sm_count))
-        out.append(WaitPoints(wave.points, q, wave.tail_points) if wave.points else q)
-    return out
+    return out, cohorts
 
 
 def simulate_fast(schedule, gpu, l2_effective_fraction: float,
@@ -700,17 +824,17 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
-    l2_queue = (_wave_queues(schedule, gpu, rates, infos, characterizers, capacity)
-                if l2_queue_from_wave else timed.l2_queue)
-    if not l2_queue_from_wave:
-        l2_queue = _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity,
-                                     l2_queue)
+    l2_queue, cohorts = ((_wave_queues(schedule, gpu, rates, infos, characterizers, capacity),
+                          None) if l2_queue_from_wave else
+                         _with_wait_points(schedule, gpu, rates, infos, characterizers,
+                                           capacity, timed.l2_queue, timed.cohorts))
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
                                        store_fill=timed.store_fill, reuse=reuse,
-                                       dram_read_shares=_read_shares(timed))
+                                       dram_read_shares=_read_shares(timed),
+                                       cohorts_of=cohorts)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
                              {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))

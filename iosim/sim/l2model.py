@@ -25,7 +25,8 @@ store fill (fast.StoreFill).
 
 An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
 (atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
-counts for (cohort: BODY, TAIL or WARMUP). Accesses are replayed in time order,
+counts for (cohort: BODY, TAIL or WARMUP), and the CTA for a kernel whose loads are counted per
+CTA too (KernelCounts.cta_loads: fast.WaitCohorts). Accesses are replayed in time order,
 ties in the order they were sampled.
 """
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Stream:
     kernel: int
     tensor: str
     cohort: int      # BODY, TAIL (the kernel's last partial wave) or WARMUP
+    cta: int = -1    # the CTA, for kernels whose loads are counted per CTA (else -1)
 
 
 def _op_code(op) -> int:
@@ -166,8 +168,9 @@ class AccessSampler:
     that depends on when the segments run, so one walk serves every placement in time
     (times(), fast._l2_sample: the simulations of one schedule at several SM clocks)."""
 
-    def __init__(self, ratio: int):
+    def __init__(self, ratio: int, per_cta_kernels=frozenset()):
         self.ratio = ratio
+        self.per_cta_kernels = per_cta_kernels   # kernels whose streams are kept per CTA
         self.salt = _Salt()
         self.ticks_memo: dict = {}
         self._shapes: dict = {}      # (kernel, class, stages) → per segment (ticks, shape)
@@ -183,6 +186,7 @@ class AccessSampler:
         self.streams: list = []      # of Stream
         self._stream_ids: dict = {}
         self.kernel = self.cohort = 0
+        self._cta = -1               # the CTA being walked, where counted per CTA
 
     def sampled(self, key: tuple) -> bool:
         if self.ratio == 1:
@@ -190,7 +194,7 @@ class AccessSampler:
         return (key[-1] + self.salt[key[:-1]]) % self.ratio == 0
 
     def stream(self, tensor: str) -> int:
-        k = (self.kernel, tensor, self.cohort)
+        k = (self.kernel, tensor, self.cohort, self._cta)
         sid = self._stream_ids.get(k)
         if sid is None:
             sid = self._stream_ids[k] = len(self.streams)
@@ -220,6 +224,7 @@ class AccessSampler:
         A segment of plain ops or a lone innermost loop is walked directly (_plan), the same
         accesses in the same order as _walk records them."""
         self.kernel, self.cohort = ki, cohort
+        self._cta = cta if ki in self.per_cta_kernels else -1
         plans, ticks = self._segment_shapes(segments, stages, cls)
         g = self.n_groups
         for seg, (how, shape, what) in zip(segments, plans):
@@ -440,6 +445,11 @@ class LoadCounts:
     loads: int = 0
     miss_bytes: int = 0
     wait: float = 0.0
+    first_wait: float = 0.0   # the first load's wait (kept once a second one is counted)
+
+    def first(self) -> float:
+        """The DRAM wait of the first of these loads, in tile fetches."""
+        return self.wait if self.loads == 1 else self.first_wait
 
     def add(self, other: "LoadCounts") -> None:
         self.bytes += other.bytes
@@ -470,6 +480,9 @@ class KernelCounts:
     loads: dict = field(default_factory=dict)       # tensor → LoadCounts, CTAs before the
                                                     # last partial wave
     tail_loads: dict = field(default_factory=dict)  # tensor → LoadCounts, last partial wave
+    cta_loads: dict = field(default_factory=dict)   # cta → tensor → LoadCounts, the CTAs
+                                                    # before the last partial wave of a kernel
+                                                    # counted per CTA (AccessSampler)
     l2_queue_position: float = 0.0   # a load's expected place in the burst its line releases
 
 
@@ -514,13 +527,15 @@ def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_b
     fetch_s: dict = {}             # tile bytes → transfer + latency of one fetch
     _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, counts, groups,
                  fetch_s, dram_bandwidth_bytes_per_s, dram_latency_s)
-    for sid in sorted(range(len(streams)),
-                      key=lambda i: (streams[i].kernel, streams[i].tensor, streams[i].cohort)):
+    for sid in sorted(range(len(streams)), key=lambda i: (
+            streams[i].kernel, streams[i].tensor, streams[i].cohort, streams[i].cta)):
         s, c = streams[sid], counts[sid]
         if not c.loads or s.cohort not in (BODY, TAIL):
             continue
         part = per[s.kernel].loads if s.cohort == BODY else per[s.kernel].tail_loads
         part.setdefault(s.tensor, LoadCounts()).add(c)
+        if s.cta >= 0 and s.cohort == BODY:
+            per[s.kernel].cta_loads.setdefault(s.cta, {})[s.tensor] = c
     for k, g in zip(per, groups):
         n = sum(c.loads for c in (*k.loads.values(), *k.tail_loads.values()))
         # CTAs released together by one line's arrival issue their next loads together: a
@@ -555,6 +570,8 @@ def _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, co
                 continue
             acc = counts[sid]
             acc.bytes += nbytes
+            if acc.loads == 1:                   # the first load's wait, as it was
+                acc.first_wait = acc.wait
             acc.loads += 1
             fetch = fetch_s.get(nbytes)
             if fetch is None:

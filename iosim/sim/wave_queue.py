@@ -103,6 +103,7 @@ class WaveQueue:
     points: tuple = ()    # sorted ((tensors, ...), latency_s): a wait point's mean latency;
                           # (("store", tensor), latency_s): until the L2 accepts a store
     tail_points: tuple = ()   # the same over the CTAs of the last partial wave, if simulated
+    cohort_points: tuple = ()  # ((cohort, points), ...): the same over each cohort's CTAs
 
     def as_dict(self) -> dict:
         return dict(self.waits)
@@ -116,6 +117,19 @@ class WaitPoints:
     points: tuple
     queue_position: float
     tail_points: tuple = ()   # the last partial wave's, where the wave simulated it
+    cohort_points: tuple = ()  # ((cohort, points), ...): of each WaitCohorts cohort's CTAs
+
+    def cohort(self, c: int):
+        """What a CTA of cohort c (fast.WaitCohorts; 0: the kernel's other CTAs) uses: its
+        cohort's wait points where the wave simulation ran CTAs of it, else the kernel's,
+        else (none: a kernel whose waves are not in lockstep) the replay's queue position."""
+        points = self.points
+        if c:
+            by = dict(self.cohort_points)
+            points = by.get(c) or (by.get(c[0]) if isinstance(c, tuple) else None) \
+                or self.points
+        return WaitPoints(points, self.queue_position, self.tail_points) if points \
+            else self.queue_position
 
     def tail(self):
         """What the last partial wave's CTAs use: its own wait points where the wave
@@ -126,11 +140,15 @@ class WaitPoints:
 
 
 def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float,
-               tail_start: int | None = None) -> WaveQueue:
+               tail_start: int | None = None, cohort_of: dict | None = None,
+               waves: int = WAVES, wave_slots: int = 0) -> WaveQueue:
     """Simulate the kernel's first waves, loops cut to WAVE_ITERATIONS, in exact mode's pieces
-    (cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
+    (`waves` of them, cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
     latencies of their wait points (loads issued together), the CTAs from tail_start (the
-    last partial wave, when simulated) apart."""
+    last partial wave, when simulated) apart; with cohort_of (cta → cohort, fast.WaitCohorts)
+    also each cohort's, over its CTAs in the counted waves, else in the first wave, and with
+    wave_slots each cohort's in each wave of wave_slots CTAs (launch order), key (cohort,
+    wave)."""
     env = simpy.Environment()
     mem = exact_memory(gpu, l2_capacity_bytes)
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
@@ -139,7 +157,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     frag_s = fragment_store_issue_s_per_byte(gpu)
     picker = SlotPicker(gpu.sm_count, ctas_per_sm)
     slots = ctas_per_sm * gpu.sm_count
-    n = min(kernel.num_ctas, WAVES * slots)
+    n = min(kernel.num_ctas, waves * slots)
     counted_from = slots if n > slots else 0
     recorders = []
     state = {"next": 0}
@@ -147,7 +165,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     def cta(c: int, sm: int):
         program = truncated(kernel.program(c), WAVE_ITERATIONS)
         rec = _Recorder(mem)
-        if c >= counted_from:
+        if c >= counted_from or cohort_of is not None:
             recorders.append((c, (rec, program)))
         ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
                          cycle_s=1.0 / gpu.clock_hz)
@@ -166,20 +184,56 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     total, count = defaultdict(float), defaultdict(int)
     points = [(defaultdict(float), defaultdict(int)) for _ in range(2)]   # body, tail
     tail = kernel.num_ctas if tail_start is None else tail_start
+    by_cohort = defaultdict(lambda: (defaultdict(float), defaultdict(int)))
     for c, (rec, program) in recorders:
         rec.close()
+        if cohort_of is not None and c < tail:
+            _add_points(by_cohort[cohort_of.get(c, 0), c >= counted_from], rec, program,
+                        c >= slots)
+            if wave_slots:
+                _add_points(by_cohort[(cohort_of.get(c, 0), c // wave_slots), True], rec,
+                            program, c >= slots)
+        if c < counted_from:
+            continue
         if c < tail:
             for key, waits in rec.waits.items():
                 for w in _settled(waits, _loop_iterations(program)):
                     total[key] += w
                     count[key] += 1
-        p_total, p_count = points[c >= tail]
-        for key, lat in rec.points.items():
-            for w in _settled(lat, _loop_iterations(program)):
-                p_total[key] += w
-                p_count[key] += 1
-    means = [tuple(sorted((key, t[key] / n[key]) for key in n)) for t, n in points]
-    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)), *means)
+        _add_points(points[c >= tail], rec, program, c >= slots)
+    means = [_means(p) for p in points]
+    cohorts = sorted({k for k, _ in by_cohort}, key=repr)
+    per_cohort = tuple((k, _means(by_cohort[k, True]) or _means(by_cohort[k, False]))
+                       for k in cohorts)
+    return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)), *means,
+                     tuple((k, p) for k, p in per_cohort if p))
+
+
+def _add_points(acc: tuple, rec: _Recorder, program: tuple, later_wave: bool) -> None:
+    """Add a CTA's wait point latencies of its settled iterations to (totals, counts); of
+    every iteration for a CTA after the first wave whose program no loop was cut of (its
+    iterations are the kernel's own, first and last ones included, not stand-ins for a
+    longer loop's middle; a first-wave CTA's first loads are the start's burst, which the
+    fast mode charges apart: first_wave.py)."""
+    p_total, p_count = acc
+    whole = later_wave and not _cut(program)
+    for key, lat in rec.points.items():
+        for w in (lat if whole else _settled(lat, _loop_iterations(program))):
+            p_total[key] += w
+            p_count[key] += 1
+
+
+def _cut(program: tuple) -> bool:
+    """Whether truncated() cut a loop of this (truncated) program: one of WAVE_ITERATIONS
+    iterations may have been longer (conservative: exactly WAVE_ITERATIONS counts as cut)."""
+    return any(isinstance(it, Loop) and (it.count >= WAVE_ITERATIONS or _cut(it.body))
+               for it in program)
+
+
+def _means(acc: tuple) -> tuple:
+    """Sorted (key, mean) pairs of (totals, counts)."""
+    t, n = acc
+    return tuple(sorted((key, t[key] / n[key]) for key in n))
 
 
 def _loop_iterations(program: tuple) -> int:
