@@ -91,6 +91,8 @@ def _opening(points: dict) -> dict:
         if tensors and tensors[0] != "store":
             for n in range(1, len(tensors)):
                 out.setdefault(tensors[:n], latency_s)
+    if len(_OPENINGS) >= 256:           # one process may simulate many schedules (sweeps)
+        _OPENINGS.clear()
     _OPENINGS[id(points)] = (points, out)
     return out
 
