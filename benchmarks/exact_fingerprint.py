@@ -19,7 +19,8 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 # modules only the aggregated fast mode runs (exact mode's results cannot depend on them)
-FAST_ONLY = ("iosim.sim.fast", "iosim.sim.fluid", "iosim.sim.characterize",
+FAST_ONLY = ("iosim.sim.fast", "iosim.sim.fluid", "iosim.sim.characterize", "iosim.sim.lockstep",
+             "iosim.sim.wait_cohorts",
              "iosim.sim.first_wave", "iosim.sim.l2model", "iosim.sim.wave_queue")
 
 

@@ -1,12 +1,13 @@
 """The fast mode's lockstep wait points: which kernels take them from their wave
-(fast.lockstep_waves, fast.max_reuse_gap) and how a micro-simulation's loads use them
+(lockstep.lockstep_waves, lockstep.max_reuse_gap) and how a micro-simulation's loads use them
 (characterize._WaitPointMemory)."""
 import pytest
 
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.schedule import Load, Store, loop
 from iosim.sim.characterize import _WaitPointMemory
-from iosim.sim.fast import KernelInfo, _stores_each_iteration, lockstep_waves, max_reuse_gap
+from iosim.sim.fast import KernelInfo
+from iosim.sim.lockstep import lockstep_waves, max_reuse_gap, stores_each_iteration
 from iosim.sim.memory import Server
 
 H100 = load_gpu("h100")
@@ -50,9 +51,9 @@ def test_a_loop_that_stores_each_iteration_waits_for_the_l2_each_iteration():
     in_loop = tuple(loop("j", 0, 5, (_load("K", ("j",)), store)))
     after = tuple(loop("j", 0, 5, (_load("K", ("j",)),))) + (store,)
     nested = tuple(loop("i", 0, 2, tuple(loop("j", 0, 5, (_load("K", ("j",)), store)))))
-    assert _stores_each_iteration((in_loop,)) is True
-    assert _stores_each_iteration((after,)) is False
-    assert _stores_each_iteration((nested,)) is True
+    assert stores_each_iteration((in_loop,)) is True
+    assert stores_each_iteration((after,)) is False
+    assert stores_each_iteration((nested,)) is True
 
 
 @pytest.mark.parametrize("causal,expected", [

@@ -1,11 +1,11 @@
 """The fast mode's wait cohorts: the replay counts a synchronous kernel's loads per CTA
-(l2model: Stream.cta, KernelCounts.cta_loads, LoadCounts.first), fast.wait_cohorts groups the
+(l2model: Stream.cta, KernelCounts.cta_loads, LoadCounts.first), wait_cohorts.wait_cohorts groups the
 CTAs by the tensors their first loads waited for DRAM on, WaitCohorts.by_wave splits them by
 launch wave, and the wave simulation gives each (cohort, wave) its wait points."""
 import pytest
 
 from iosim import AttentionProblem, build_schedule, load_gpu
-from iosim.sim.fast import WaitCohorts, counted_per_cta, wait_cohorts
+from iosim.sim.wait_cohorts import WaitCohorts, counted_per_cta, wait_cohorts
 from iosim.sim.l2model import LoadCounts, Stream, replay
 from iosim.sim.wave_queue import WaitPoints
 

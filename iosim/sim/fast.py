@@ -21,9 +21,10 @@ from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
-from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, LoadCounts,
-                      group_times, replay_trace)
-from .pipeline import tile_key
+from .l2model import (BODY, TAIL, TILES_PER_SAMPLED_CACHE, WARMUP, AccessSampler, group_times,
+                      miss_figures, replay_trace)
+from .lockstep import lockstep_waves
+from .wait_cohorts import counted_per_cta, wait_cohorts
 from .wave_queue import WAVES, WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
@@ -470,97 +471,6 @@ class L2Figures:
     cohorts: list = None     # per kernel: WaitCohorts or None
 
 
-def _miss_figures(loads: dict, tensors, fallback) -> dict:
-    """tensor → (miss ratio, wait per load) from sampled LoadCounts; `fallback(tensor)` for
-    tensors with no sampled load."""
-    return {t: ((loads[t].miss_bytes / loads[t].bytes, loads[t].wait / loads[t].loads)
-                if t in loads and loads[t].bytes else fallback(t)) for t in tensors}
-
-
-def counted_per_cta(kernel) -> bool:
-    """Whether the replay counts a kernel's loads per CTA (for WaitCohorts): a synchronous
-    loop (stages = 1), whose every iteration waits for its own loads, so what they wait for
-    DRAM is on the CTA's path; a pipelined kernel issues them iterations early."""
-    return kernel.pipeline.stages == 1 and any(
-        it.kind == "loop" for it in kernel.program(kernel.representatives[0]))
-
-
-COLD_WAIT = 0.5   # a CTA waits on a tensor when its first sampled load of it waited at least
-                  # half a tile fetch (a miss or a line in flight counts ~1, a hit 0)
-
-
-@dataclass(frozen=True)
-class WaitCohorts:
-    """A kernel's CTAs before its last partial wave grouped by which tensors' loads they wait
-    for DRAM on (their first sampled load of the tensor waited COLD_WAIT of a tile fetch or
-    more: a miss or a hit on a line still in flight, l2model.LoadCounts.first; the first,
-    because the replay places a CTA's later loads by its segments' mean rates, so a CTA a
-    little faster than its group drifts ahead there, while exact mode's shared lines hold the
-    group together); of: cta → cohort index (1, 2, ...; CTAs not in it keep the kernel's
-    figures, cohort 0); miss: each cohort's miss figures, its own CTAs' counts."""
-
-    of: dict
-    miss: tuple
-    waits: tuple = ()    # per cohort, the tensors its CTAs wait on (() for none)
-    keys: tuple = ()     # per cohort, its key in a WaitPoints (default: its index)
-
-    def key(self, index: int):
-        """The WaitPoints key of cohort `index` (0: the kernel's other CTAs)."""
-        return self.keys[index - 1] if index and self.keys else index
-
-    def by_wave(self, slots: int, waves: int) -> "WaitCohorts":
-        """The same cohorts, their CTAs of the first `waves` launch waves (of `slots` CTAs,
-        in launch order) split by wave: cohort (c, w), WaitPoints key (c, w); the CTAs of
-        later waves keep cohort c."""
-        miss, waits = list(self.miss), list(self.waits)
-        keys = list(range(1, len(miss) + 1))
-        index, of = {}, {}
-        for cta, c in self.of.items():
-            w = cta // slots
-            if w >= waves:
-                of[cta] = c
-                continue
-            ix = index.get((c, w))
-            if ix is None:
-                ix = index[c, w] = len(miss) + 1
-                miss.append(self.miss[c - 1])
-                waits.append(self.waits[c - 1])
-                keys.append((c, w))
-            of[cta] = ix
-        return WaitCohorts(of, tuple(miss), tuple(waits), tuple(keys))
-
-
-def wait_cohorts(cta_loads: dict, tensors, body_miss: dict):
-    """WaitCohorts of a kernel's per-CTA sampled loads (KernelCounts.cta_loads; None when
-    they are not counted or every CTA waits alike). A tensor with no sampled load in a
-    cohort takes the kernel's figures."""
-    if not cta_loads:
-        return None
-    waits = {cta: {t for t, c in loads.items() if c.loads and c.first() >= COLD_WAIT}
-             for cta, loads in cta_loads.items()}
-    # a tensor tells CTAs apart only where some CTAs that load it wait and others do not
-    # (a CTA's own tiles, read first by it, are waited on by every CTA whose loads of them
-    # were sampled)
-    split = set()
-    for t in {t for loads in cta_loads.values() for t in loads}:
-        w = {t in waits[cta] for cta, loads in cta_loads.items() if t in loads}
-        if len(w) == 2:
-            split.add(t)
-    keys = {cta: tuple(sorted(w & split)) for cta, w in waits.items()}
-    distinct = sorted(set(keys.values()))
-    if len(distinct) < 2:
-        return None
-    index = {key: i + 1 for i, key in enumerate(distinct)}
-    sums = [dict() for _ in distinct]
-    for cta, loads in cta_loads.items():
-        acc = sums[index[keys[cta]] - 1]
-        for t, c in loads.items():
-            acc.setdefault(t, LoadCounts()).add(c)
-    return WaitCohorts({cta: index[key] for cta, key in keys.items()},
-                       tuple(_miss_figures(acc, tensors, lambda t: body_miss[t])
-                             for acc in sums), tuple(distinct))
-
-
 def _tail_load_bytes(kernel, info: KernelInfo, tail_start) -> dict:
     """tensor → load bytes of the kernel's last partial wave (none: {})."""
     if tail_start is None:
@@ -610,8 +520,8 @@ def _scale(infos, result, tail_bytes: list, ratio: int = 1) -> L2Figures:
         sampled = [*k.loads.values(), *k.tail_loads.values()]
         sampled_load = sum(c.bytes for c in sampled)
         overall = (sum(c.miss_bytes for c in sampled) / sampled_load if sampled_load else 1.0)
-        m = _miss_figures(k.loads, tot.load_bytes, lambda t: (overall, overall))
-        tm = _miss_figures(k.tail_loads, tot.load_bytes, lambda t: m[t]) if k.tail_loads else None
+        m = miss_figures(k.loads, tot.load_bytes, lambda t: (overall, overall))
+        tm = miss_figures(k.tail_loads, tot.load_bytes, lambda t: m[t]) if k.tail_loads else None
         store_scale = (tot.bytes_stored / k.store_bytes) if k.store_bytes else 0.0
         miss_bytes = sum((b - tail_b.get(t, 0)) * m[t][0] + tail_b.get(t, 0) * (tm or m)[t][0]
                          for t, b in tot.load_bytes.items())
@@ -658,81 +568,6 @@ def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -
     from .wave_queue import wave_queue
     return [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
             for k, i, c in zip(schedule.kernels, infos, characterizers)]
-
-
-def _loop_counts(items) -> tuple:
-    """A program's loop structure: the counts of its loops, nested loops inside."""
-    return tuple((it.count, _loop_counts(it.body)) for it in items if it.kind == "loop")
-
-
-class _GapAbove(Exception):
-    """A reuse gap above the caller's bound was found (max_reuse_gap stops walking)."""
-
-
-def _reuse_gaps(items, env: dict, state: list, bound: float) -> None:
-    """Walk a program's loads in issue order; state = [loads seen, key → last position,
-    largest number of loads between two loads of one tile]; stops at a gap above `bound`."""
-    for it in items:
-        if it.kind == "loop":
-            for v in it.values():
-                env[it.var] = v
-                _reuse_gaps(it.body, env, state, bound)
-            env.pop(it.var, None)
-        elif it.kind == "load":
-            key = tile_key(it, env)
-            last = state[1].get(key)
-            if last is not None and state[0] - last > state[2]:
-                state[2] = state[0] - last
-                if state[2] > bound:
-                    raise _GapAbove
-            state[1][key] = state[0]
-            state[0] += 1
-
-
-def max_reuse_gap(program, bound: float = float("inf")) -> float:
-    """The most loads a CTA issues between two loads of one tile (0: no tile read twice);
-    inf as soon as a gap above `bound` is found (the rest of the program is not walked)."""
-    state = [0, {}, 0]
-    try:
-        _reuse_gaps(program, {}, state, bound)
-    except _GapAbove:
-        return float("inf")
-    return state[2]
-
-
-def _keeps_reuse_gaps(program, iterations: int) -> bool:
-    """Whether cutting the program's loops to `iterations` keeps its largest reuse gap."""
-    from .wave_queue import truncated
-    cut = max_reuse_gap(truncated(program, iterations))
-    return max_reuse_gap(program, bound=cut) == cut
-
-
-def _stores_each_iteration(programs) -> bool:
-    """Whether a loop of the programs stores inside its body: every iteration then waits until
-    the L2 has accepted the store (pipeline.run_ops), whatever the pipeline's stages (FA-2's
-    backward: each iteration's dQaccum reduction)."""
-    return any(it.kind == "loop" and (any(op.kind == "store" for op in it.body)
-                                      or _stores_each_iteration((it.body,)))
-               for p in programs for it in p)
-
-
-def lockstep_waves(kernel, info: KernelInfo) -> bool:
-    """Whether a kernel's wait points take their latency from its wave (wave_queue.py):
-    a synchronous loop (stages = 1: every iteration waits for its own loads, so CTAs that
-    share a tile stay in lockstep; or a loop that stores each iteration: it waits for the
-    L2 to accept the store, and CTAs released together by a shared tile reach the L2 FIFO
-    together: FA-2's backward, whose dQaccum reductions wait ~2 µs on exact mode's FIFO),
-    every CTA class with the same loop counts, and loops cut
-    to WAVE_ITERATIONS that keep each class's reuse gaps (the wave then repeats fewer of the
-    same iterations: what one iteration loads, its hits and the CTAs' relative phases stay).
-    Classes of different lengths (a causal grid) would be cut into a lockstep the full kernel
-    does not have, and a cut loop between two reads of a tile shortens its reuse (FA-1's
-    Q/O loops: the wave's wait 330 ns against the full kernel's 211)."""
-    from .wave_queue import WAVE_ITERATIONS
-    return ((kernel.pipeline.stages == 1 or _stores_each_iteration(info.programs))
-            and any(it.kind == "loop" for p in info.programs for it in p)
-            and len({_loop_counts(p) for p in info.programs}) == 1
-            and all(_keeps_reuse_gaps(p, WAVE_ITERATIONS) for p in info.programs))
 
 
 def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: float,

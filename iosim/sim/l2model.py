@@ -26,14 +26,13 @@ store fill (fast.StoreFill).
 An access is a tuple (time_s, tile key, bytes, op, stream): op 0 load, 1 store, 2 reduce
 (atomic accumulate); stream indexes AccessSampler.streams, the (kernel, tensor, cohort) it
 counts for (cohort: BODY, TAIL or WARMUP), and the CTA for a kernel whose loads are counted per
-CTA too (KernelCounts.cta_loads: fast.WaitCohorts). Accesses are replayed in time order,
+CTA too (KernelCounts.cta_loads: wait_cohorts.WaitCohorts). Accesses are replayed in time order,
 ties in the order they were sampled.
 """
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from operator import itemgetter
 
 from ..schedule import Loop
 from .memory import TileLru
@@ -456,6 +455,13 @@ class LoadCounts:
         self.loads += other.loads
         self.miss_bytes += other.miss_bytes
         self.wait += other.wait
+
+
+def miss_figures(loads: dict, tensors, fallback) -> dict:
+    """tensor → (miss ratio, wait per load) from sampled LoadCounts; `fallback(tensor)` for
+    tensors with no sampled load."""
+    return {t: ((loads[t].miss_bytes / loads[t].bytes, loads[t].wait / loads[t].loads)
+                if t in loads and loads[t].bytes else fallback(t)) for t in tensors}
 
 
 @dataclass

@@ -22,7 +22,7 @@ The same wave also gives each wait point's latency (the loads a CTA issues at on
 keyed by their tensors in issue order: from issue to the last tile, exact mode's max over
 them; a store's: until the L2 accepted it), over the same settled iterations, and apart over the CTAs of the kernel's last partial
 wave where simulated: WaitPoints, which the fast mode uses for synchronous kernels whose
-CTAs run in lockstep (fast.lockstep_waves; docs/simulator.md).
+CTAs run in lockstep (lockstep.lockstep_waves; docs/simulator.md).
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ class WaitPoints:
     cohort_points: tuple = ()  # ((cohort, points), ...): of each WaitCohorts cohort's CTAs
 
     def cohort(self, c: int):
-        """What a CTA of cohort c (fast.WaitCohorts; 0: the kernel's other CTAs) uses: its
+        """What a CTA of cohort c (wait_cohorts.WaitCohorts; 0: the kernel's other CTAs) uses: its
         cohort's wait points where the wave simulation ran CTAs of it, else the kernel's,
         else (none: a kernel whose waves are not in lockstep) the replay's queue position."""
         points = self.points
@@ -145,7 +145,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     """Simulate the kernel's first waves, loops cut to WAVE_ITERATIONS, in exact mode's pieces
     (`waves` of them, cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
     latencies of their wait points (loads issued together), the CTAs from tail_start (the
-    last partial wave, when simulated) apart; with cohort_of (cta → cohort, fast.WaitCohorts)
+    last partial wave, when simulated) apart; with cohort_of (cta → cohort, wait_cohorts.WaitCohorts)
     also each cohort's, over its CTAs in the counted waves, else in the first wave, and with
     wave_slots each cohort's in each wave of wave_slots CTAs (launch order), key (cohort,
     wave)."""
