@@ -564,7 +564,7 @@ def _memory_ops(items):
 def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -> list:
     """The L2 FIFO queueing of each kernel from a short exact simulation of its waves
     (wave_queue.py; simulate_fast(l2_queue_from_wave=True), not the default:
-    docs/simulator.md says why; the default is the replay's queue position)."""
+    docs/fast_mode_accuracy.md says why; the default is the replay's queue position)."""
     from .wave_queue import wave_queue
     return [wave_queue(k, gpu, rates, c.mma, i.occ, capacity)
             for k, i, c in zip(schedule.kernels, infos, characterizers)]
@@ -574,7 +574,7 @@ def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: flo
                       l2_queue: list, cohorts=None) -> tuple:
     """Per kernel, the replay's L2 queue position, or for a lockstep_waves kernel a
     wave_queue.WaitPoints: its wait points' latencies from a short exact simulation of its
-    waves, the queue position for every other request (docs/simulator.md, lockstep queueing);
+    waves, the queue position for every other request (docs/simulator.md, "Lockstep kernels and wait cohorts");
     and the kernels' WaitCohorts (or None), a lockstep kernel's split by wave where its
     waves were simulated (their CTAs take their own wave's wait points)."""
     from .wave_queue import wave_queue

@@ -1,6 +1,6 @@
 """Which kernels run their waves in lockstep, so that their wait points take their latency
 from a short exact simulation of their waves (wave_queue.py; docs/simulator.md, "Lockstep
-queueing on the L2 FIFO"): the loop structure, reuse gaps and per-iteration stores of
+kernels and wait cohorts"): the loop structure, reuse gaps and per-iteration stores of
 their programs."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Wait cohorts: a synchronous kernel's CTAs grouped by which tensors their first loads wait
 for DRAM on (the replay's per-CTA counts, l2model.KernelCounts.cta_loads), each cohort with
-its own miss figures (docs/simulator.md, "Wait cohorts")."""
+its own miss figures (docs/simulator.md, "Lockstep kernels and wait cohorts")."""
 from __future__ import annotations
 
 from dataclasses import dataclass
