@@ -93,6 +93,8 @@ TARGETS = (
            ((("tests/test_dram_mix.py", "tests/test_sim_memory.py"), 120),)),
     Target("compute", ("iosim/sim/compute.py",), "classes:SmUnits,SharedServer",
            ((("tests/test_shared_units.py", "tests/test_sim_rates.py", "tests/test_sim_units.py"), 120),)),
+    Target("lockstep", ("iosim/sim/lockstep.py", "iosim/sim/wait_cohorts.py"), "functions",
+           ((("tests/test_sim_lockstep.py", "tests/test_sim_wait_cohorts.py"), 120),)),
     Target("l1", ("iosim/sim/l1.py",), "functions",
            ((("tests/test_l1_units.py", "tests/test_l1.py"), 120),)),
     Target("validate", ("iosim/analysis/validate.py",), "validate",

@@ -27,6 +27,15 @@ def test_reuse_gap_counts_the_loads_between_two_loads_of_one_tile():
     assert max_reuse_gap(tuple(loop("j", 0, 5, (_load("K", ("j",)),)))) == 0
 
 
+def test_reuse_gap_counts_from_where_the_tile_was_last_loaded_not_from_the_start():
+    # X, then A B C A: A's two loads are at positions 1 and 4, three loads apart
+    prog = (_load("X", (0,)), _load("A", (0,)), _load("B", (0,)), _load("C", (0,)),
+            _load("A", (0,)))
+    assert max_reuse_gap(prog) == 3
+    # a shorter gap after it (D D) leaves the largest as it was
+    assert max_reuse_gap(prog + (_load("D", (0,)), _load("D", (0,)))) == 3
+
+
 def test_reuse_gap_stops_at_the_first_gap_above_its_bound():
     nest = tuple(loop("j", 0, 3, tuple(loop("i", 0, 4, (_load("Q", ("i",)),)))))
     assert max_reuse_gap(nest, bound=4) == 4

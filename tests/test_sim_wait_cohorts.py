@@ -74,6 +74,17 @@ def test_cohorts_split_by_launch_wave_keep_their_figures_and_point_keys():
     assert all(waved.miss[ix - 1] == split.miss[(k[0] if isinstance(k, tuple) else k) - 1]
                for ix, k in ((waved.of[c], keys[c]) for c in keys))
     assert waved.key(0) == 0
+    # and each split cohort keeps the tensors its CTAs wait on
+    assert all(waved.waits[ix - 1] == split.waits[(k[0] if isinstance(k, tuple) else k) - 1]
+               for ix, k in ((waved.of[c], keys[c]) for c in keys))
+
+
+def test_a_first_load_that_waited_exactly_half_a_fetch_counts_as_waiting():
+    # COLD_WAIT is "at least half a tile fetch"
+    from iosim.sim.wait_cohorts import COLD_WAIT
+    cta_loads = {0: {"K": _counts(2, 1.0, COLD_WAIT)}, 1: {"K": _counts(2, 0.0, 0.0)}}
+    split = wait_cohorts(cta_loads, ("K",), {"K": (0.5, 0.5)})
+    assert split.waits == ((), ("K",)) and split.of == {0: 2, 1: 1}
 
 
 def test_wait_points_of_a_cohort_fall_back_to_its_cohort_then_the_kernels():
@@ -86,10 +97,18 @@ def test_wait_points_of_a_cohort_fall_back_to_its_cohort_then_the_kernels():
     assert WaitPoints((), 0.5, (), ((2, ((("Q", "K"), 5e-7),)),)).cohort(1) == 0.5
 
 
-@pytest.mark.parametrize("algorithm,expected", [("square", True), ("fa2", False)])
-def test_only_synchronous_kernels_are_counted_per_cta(algorithm, expected):
-    schedule = build_schedule(AttentionProblem(seq_q=4096, heads_q=8), H100, algorithm)
+@pytest.mark.parametrize("algorithm,seq,expected", [("square", 4096, True), ("fa2", 4096, False),
+                                                    ("square", 4000, True)])
+def test_only_synchronous_kernels_are_counted_per_cta(algorithm, seq, expected):
+    schedule = build_schedule(AttentionProblem(seq_q=seq, heads_q=8), H100, algorithm)
     assert counted_per_cta(schedule.kernels[0]) is expected
+
+
+def test_a_kernel_of_one_class_is_counted_per_cta_too():
+    # FA-1 (synchronous; N 4096: every CTA one class)
+    k = build_schedule(AttentionProblem(seq_q=4096, heads_q=8), H100, "fa1").kernels[0]
+    assert len(k.representatives) == 1
+    assert counted_per_cta(k) is True
 
 
 def test_the_wave_simulation_gives_each_cohort_and_wave_its_points():
