@@ -79,7 +79,7 @@ def test_fa2_backward_takes_its_wait_points_from_the_wave(causal, expected):
 
 def _memory(points: dict):
     mem = _WaitPointMemory(Server(1e12), Server(1e12), 100e-9, 500e-9, {}, 0.0)
-    mem.wait_point_s = points
+    mem.use_points(points)
     return mem
 
 

@@ -77,23 +77,14 @@ def split_segments(program: tuple) -> list:
     return out
 
 
-_OPENINGS: dict = {}
-
-
-def _opening(points: dict) -> dict:
+def openings(points: dict) -> dict:
     """The proper prefixes of the known load wait points (tensor tuples) → the latency of
-    the shortest point they open (memoised by the points' identity)."""
-    hit = _OPENINGS.get(id(points))
-    if hit is not None and hit[0] is points:
-        return hit[1]
+    the shortest point they open."""
     out: dict = {}
     for tensors, latency_s in sorted(points.items(), key=lambda kv: (len(kv[0]), repr(kv[0]))):
         if tensors and tensors[0] != "store":
             for n in range(1, len(tensors)):
                 out.setdefault(tensors[:n], latency_s)
-    if len(_OPENINGS) >= 256:           # one process may simulate many schedules (sweeps)
-        _OPENINGS.clear()
-    _OPENINGS[id(points)] = (points, out)
     return out
 
 
@@ -105,7 +96,12 @@ class _WaitPointMemory(ExpectedMemory):
     faster on this SM's own servers, as ExpectedMemory's."""
 
     wait_point_s: dict = {}
+    opening_s: dict = {}              # openings(wait_point_s)
     _point: tuple = (None, ())        # the open wait point: (issue time, tensors so far)
+
+    def use_points(self, points: dict) -> None:
+        """The wave's wait points (tensors → latency; ("store", tensor) → acceptance)."""
+        self.wait_point_s, self.opening_s = points, openings(points)
 
     def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
         at, tensors = self._point
@@ -117,7 +113,7 @@ class _WaitPointMemory(ExpectedMemory):
         if latency_s is None:
             # a load that opens a known wait point (its first tensors): the point's latency
             # (the wave measured issue to last tile over all of its loads)
-            latency_s = _opening(self.wait_point_s).get(tensors)
+            latency_s = self.opening_s.get(tensors)
         if latency_s is None:
             return super().load(key, tensor, nbytes, now_s, oob_bytes)
         own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s
@@ -158,7 +154,7 @@ class Characterizer:
             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items), position,
             reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu))
         if points is not None:
-            mem.wait_point_s = points
+            mem.use_points(points)
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
         frag_s = fragment_store_issue_s_per_byte(self.gpu)
