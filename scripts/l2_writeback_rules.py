@@ -6,7 +6,8 @@ largest below N = 65,536; their write-backs do not (docs/validation.md, "DRAM by
 schedule is replayed in exact mode under the ncu protocol, every L2 access logged
 (l2_reuse_distances.logged_replay); per kernel the log is then replayed offline through an LRU
 of 0.70 × 60 MiB (the model's) under two rules for when a dirty line is written back:
-  LRU.70     when the LRU evicts it (the model's rule; reproduces exact mode's write-backs)
+  LRU.70     when the LRU evicts it (the model's rule until the dirty limit was added,
+             memory.L2_DIRTY_FRACTION; it reproduced exact mode's write-backs then)
   stack 29.7 once its LRU stack distance exceeds 29.7 MB: the bytes the H200 keeps dirty at a
              kernel's end after writing a buffer once (l2_probe.csv write_once: F − writes
              = 29.6–29.8 MB for F = 40..60 MiB)

@@ -29,6 +29,7 @@ from .wave_queue import WAVES, WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .l1 import kernel_l1_hit_bytes
+from .memory import l2_dirty_capacity_bytes
 from .reuse import Reuse
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
@@ -651,7 +652,8 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     figures = {protocol: _scale(infos, replay_trace(times, sampler.keys, sampler.metas,
                                                     sampler.streams, capacity / plan.ratio, n_k,
                                                     gpu.dram_latency_s, protocol,
-                                                    dram_read_rate(gpu), windows),
+                                                    dram_read_rate(gpu), windows,
+                                                    l2_dirty_capacity_bytes(gpu) / plan.ratio),
                                 tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
     del sampler, times

@@ -501,17 +501,20 @@ class ReplayResult:
 def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
            dram_latency_s: float, protocol: str = "warm",
            dram_bandwidth_bytes_per_s: float = float("inf"),
-           windows: list | None = None) -> ReplayResult:
+           windows: list | None = None,
+           dirty_capacity_bytes: float | None = None) -> ReplayResult:
     """replay_trace of (time_s, key, bytes, op, stream) tuples."""
     return replay_trace([a[0] for a in accesses], [a[1] for a in accesses],
                         [a[2:] for a in accesses], streams, capacity_bytes, n_kernels,
-                        dram_latency_s, protocol, dram_bandwidth_bytes_per_s, windows)
+                        dram_latency_s, protocol, dram_bandwidth_bytes_per_s, windows,
+                        dirty_capacity_bytes)
 
 
 def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_bytes: float,
                  n_kernels: int, dram_latency_s: float, protocol: str = "warm",
                  dram_bandwidth_bytes_per_s: float = float("inf"),
-                 windows: list | None = None) -> ReplayResult:
+                 windows: list | None = None,
+                 dirty_capacity_bytes: float | None = None) -> ReplayResult:
     """Run sampled accesses (times[i], keys[i], metas[i] = (bytes, op, stream)) through the
     tile LRU (memory.TileLru) in time order, ties in their order in the lists. Under "ncu"
     every kernel starts with an invalidated L2 and what stays dirty is counted by nobody.
@@ -526,7 +529,7 @@ def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_b
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
         order.sort(key=lambda i: kernel_of[metas[i][2]])   # stable: time order inside each
-    lru = TileLru(capacity_bytes)
+    lru = TileLru(capacity_bytes, dirty_capacity_bytes)
     per = [KernelCounts() for _ in range(n_kernels)]
     counts = [LoadCounts() for _ in streams]
     groups = [[] for _ in range(n_kernels)]
@@ -599,7 +602,7 @@ def _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, co
             k = per[ki]
             k.store_bytes += nbytes
             if entry is not None:
-                entry[1] = True
+                k.note_writeback(lru.mark_dirty(key, entry), nbytes)
                 lru.resize(entry, nbytes)
                 continue
             if code == REDUCE:

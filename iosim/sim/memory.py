@@ -24,6 +24,15 @@ from collections import OrderedDict
 # simulate(..., l2_effective_fraction=...).
 L2_EFFECTIVE_FRACTION = 0.70
 
+# Dirty bytes the L2 holds at once, as a fraction of its nominal capacity: measured on the H200
+# (measurements/h200/l2_sharing/README.md). A buffer written once with coalesced stores keeps
+# 26.8-28.0 MiB dirty at a kernel's end for every size from 32 to 72 MiB, in 15 rows of two
+# probes (median 27.4 MiB), stores interleaved with clean reads too; beyond that the L2 writes
+# dirty lines back although it still holds them. Modelled as a cap on the LRU's dirty bytes:
+# past it the dirty line stored longest ago is written back and stays, clean. The other GPUs'
+# L2s are taken to keep the same fraction of their capacity (not measured there).
+L2_DIRTY_FRACTION = 27.4 / 60
+
 # How the L2 behaves across the kernels of a schedule (simulate(..., l2_protocol=...)):
 #   "warm": one L2 for the whole schedule, as in an application; dirty lines still in L2 at
 #           the end are written back by a final flush, counted in dram_write (iosim run).
@@ -101,11 +110,17 @@ def dram_server(gpu) -> Server:
                            gpu.dram_latency_s)
 
 
+def l2_dirty_capacity_bytes(gpu) -> float:
+    """The dirty bytes `gpu`'s L2 holds at once (L2_DIRTY_FRACTION of its capacity)."""
+    return gpu.l2_capacity_bytes * L2_DIRTY_FRACTION
+
+
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
     """Exact mode's memory on `gpu` with an LRU of `l2_capacity_bytes` (the engine's, and the
     fast mode's short wave simulations, wave_queue.py)."""
     from ..machine import dram_write_cost, fragment_store_l2_cost, reduce_l2_costs
-    return ExactMemory(TileLru(l2_capacity_bytes), Server(gpu.l2_bandwidth_bytes_per_s),
+    lru = TileLru(l2_capacity_bytes, l2_dirty_capacity_bytes(gpu))
+    return ExactMemory(lru, Server(gpu.l2_bandwidth_bytes_per_s),
                        dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
                        reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu))
 
@@ -114,14 +129,20 @@ class TileLru:
     """Fully associative LRU cache of tiles with a byte capacity. Entries: key → [bytes, dirty,
     ready_s, group] where ready_s is when a missed line has arrived from DRAM (a hit on a line
     still in flight waits for it, as an MSHR merge would) and group, when given, counts the
-    loads that line's arrival releases (the fast mode's L2 replay)."""
+    loads that line's arrival releases (the fast mode's L2 replay). At most
+    `dirty_capacity_bytes` of the lines are dirty (L2_DIRTY_FRACTION; None: no limit): a store
+    past it writes back the dirty line stored longest ago, which stays in the cache, clean."""
 
-    __slots__ = ("capacity_bytes", "used_bytes", "lines")
+    __slots__ = ("capacity_bytes", "used_bytes", "lines", "dirty_capacity_bytes", "dirty",
+                 "dirty_used_bytes")
 
-    def __init__(self, capacity_bytes: float):
+    def __init__(self, capacity_bytes: float, dirty_capacity_bytes: float | None = None):
         self.capacity_bytes = capacity_bytes
         self.used_bytes = 0
         self.lines: OrderedDict = OrderedDict()
+        self.dirty_capacity_bytes = dirty_capacity_bytes
+        self.dirty: OrderedDict = OrderedDict()     # the dirty entries, by their last store
+        self.dirty_used_bytes = 0
 
     def lookup(self, key):
         """The entry (touched as most recent) or None."""
@@ -131,29 +152,56 @@ class TileLru:
         return entry
 
     def insert(self, key, nbytes: int, dirty: bool, ready_s: float, group=None) -> int:
-        """Insert a line; evict LRU lines until it fits. Returns dirty bytes evicted."""
-        self.lines[key] = [nbytes, dirty, ready_s, group]
+        """Insert a line; evict LRU lines until it fits. Returns dirty bytes written back."""
+        entry = [nbytes, False, ready_s, group]
+        self.lines[key] = entry
         self.used_bytes += nbytes
-        written_back = 0
+        written_back = self.mark_dirty(key, entry) if dirty else 0
         lines = self.lines
         while self.used_bytes > self.capacity_bytes and len(lines) > 1:
-            _, entry = lines.popitem(last=False)
-            self.used_bytes -= entry[0]
-            if entry[1]:
-                written_back += entry[0]
+            old_key, old = lines.popitem(last=False)
+            self.used_bytes -= old[0]
+            if old[1]:
+                written_back += old[0]
+                self.dirty_used_bytes -= old[0]
+                del self.dirty[old_key]
+        return written_back
+
+    def mark_dirty(self, key, entry: list) -> int:
+        """A store to a line present: it becomes the most recently stored dirty line. Returns
+        the bytes the dirty limit writes back."""
+        dirty = self.dirty
+        if entry[1]:
+            dirty.move_to_end(key)
+            return 0
+        entry[1] = True
+        dirty[key] = entry
+        self.dirty_used_bytes += entry[0]
+        cap = self.dirty_capacity_bytes
+        written_back = 0
+        if cap is not None:
+            while self.dirty_used_bytes > cap and len(dirty) > 1:
+                _, old = dirty.popitem(last=False)
+                old[1] = False
+                self.dirty_used_bytes -= old[0]
+                written_back += old[0]
         return written_back
 
     def resize(self, entry: list, nbytes: int) -> None:
         """A write of another size to a line already present (no eviction: as issued)."""
         self.used_bytes += nbytes - entry[0]
+        if entry[1]:
+            self.dirty_used_bytes += nbytes - entry[0]
         entry[0] = nbytes
 
     def dirty_bytes(self) -> int:
-        return sum(e[0] for e in self.lines.values() if e[1])
+        return self.dirty_used_bytes
 
     def clear(self) -> None:
         self.lines.clear()
+        self.dirty.clear()
         self.used_bytes = 0
+        self.dirty_used_bytes = 0
 
 
 class MemoryCounters:
@@ -221,9 +269,10 @@ class ExactMemory:
         self._count("sm_to_l2_bytes", nbytes)
         entry = self.l2.lookup(key)
         if entry is not None:
-            entry[1] = True
+            written_back = self.l2.mark_dirty(key, entry)
             if entry[0] != nbytes:            # a differently sized write to the same tile
                 self.l2.resize(entry, nbytes)
+            self._writeback(written_back, now_s)
             return l2_done_s
         ready_s = l2_done_s
         if reduce:                            # read-modify-write: fetch the old value first
