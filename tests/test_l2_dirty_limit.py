@@ -83,6 +83,17 @@ def test_resizing_a_dirty_line_changes_the_dirty_bytes():
     lru.insert(("O", 0), 100, True, 0.0)
     lru.resize(lru.lookup(("O", 0)), 60)
     assert lru.dirty_bytes() == 60 and lru.used_bytes == 60
+    lru.resize(lru.lookup(("O", 0)), 80)                   # from the new size, not the old
+    assert lru.dirty_bytes() == 80 and lru.lookup(("O", 0))[0] == 80
+
+
+def test_a_dirty_line_larger_than_the_limit_stays_dirty_until_the_next_store():
+    """As the LRU holds a line larger than itself: the limit writes back older lines only."""
+    lru = TileLru(10_000, dirty_capacity_bytes=50)
+    assert lru.insert(("O", 0), 100, True, 0.0) == 0
+    assert lru.dirty_bytes() == 100
+    assert lru.insert(("O", 1), 100, True, 0.0) == 100     # O0 goes, O1 stays
+    assert list(lru.dirty) == [("O", 1)]
 
 
 def test_no_limit_keeps_every_dirty_line_the_lru_holds():
