@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from math import ceil
 
+from ..gcpause import full_collections_deferred
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost_at,
@@ -617,7 +618,17 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
     timed dispatch sees. Both replays share one placement of the accesses (pass 1).
     reuse: a Reuse of this schedule, to share the clock-independent work with other
-    simulations of it (the results are the same with or without)."""
+    simulations of it (the results are the same with or without). Python's full garbage
+    collections wait until it returns (gcpause.py: they found nothing to free and cost
+    standard attention's replay a sixth of its time)."""
+    with full_collections_deferred():
+        return _simulate_fast(schedule, gpu, l2_effective_fraction, l2_sample_budget,
+                              l2_protocol, time_protocol, l2_queue_from_wave, reuse)
+
+
+def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget: int,
+                   l2_protocol: str, time_protocol: str | None, l2_queue_from_wave: bool,
+                   reuse: Reuse | None):
     if reuse is not None:
         reuse.check(schedule)
     time_protocol = time_protocol or l2_protocol
