@@ -125,7 +125,8 @@ class KernelRows:
                     if 1 <= k <= times:
                         start, ends = marks[source]
                         dt = k * time_step_s
-                        return start + dt, tuple(map(dt.__add__, ends))   # e + dt, each
+                        return start + dt, ((ends[0] + dt, ends[1] + dt) if len(ends) == 2
+                                            else tuple([e + dt for e in ends]))
             raise KeyError(cta)
         return of
 
