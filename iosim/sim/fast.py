@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from itertools import chain
 from math import ceil
 from operator import itemgetter
 
@@ -348,9 +349,14 @@ class SamplingPlan:
 
     def replayed(self, ki: int, num_ctas: int):
         """The CTAs of kernel ki the replay walks, in launch order."""
-        yield from range(self.limits[ki])
-        if self.suffix[ki] is not None:
-            yield from range(self.suffix[ki], num_ctas)
+        if self.suffix[ki] is None:
+            return range(self.limits[ki])
+        return chain(range(self.limits[ki]), range(self.suffix[ki], num_ctas))
+
+    def replayed_count(self, ki: int, num_ctas: int) -> int:
+        """How many CTAs of kernel ki the replay walks."""
+        return self.limits[ki] + (num_ctas - self.suffix[ki] if self.suffix[ki] is not None
+                                  else 0)
 
     def __call__(self, ki: int, cta: int = 0) -> bool:
         return cta < self.limits[ki]
@@ -682,7 +688,7 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
                                                                tail_starts)]
     del runs
     sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(times),
-                "l2_simulated_ctas": [sum(1 for _ in plan.replayed(ki, k.num_ctas))
+                "l2_simulated_ctas": [plan.replayed_count(ki, k.num_ctas)
                                       for ki, k in enumerate(schedule.kernels)]}
     figures = {protocol: _scale(infos, replay_trace(times, sampler.keys, sampler.metas,
                                                     sampler.streams, capacity / plan.ratio, n_k,
