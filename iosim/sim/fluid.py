@@ -263,19 +263,20 @@ class FluidKernel:
             return set()
         touched = set()
         group, ctas = [], []
-        while self.next_cta < self.n:
-            sm = self.picker.pick()
-            if sm is None:
-                break
-            cta = self.next_cta
-            self.next_cta += 1
-            cls = self.class_of(cta)
-            st = _Cta(cls, sm, self.v_now, self.t_now, self.merged[cls])
-            self.state[cta] = st
-            self.residents[sm].append(cta)
+        picker, n, class_of, merged = self.picker, self.n, self.class_of, self.merged
+        state, residents, v_now, t_now = self.state, self.residents, self.v_now, self.t_now
+        cta = self.next_cta
+        while cta < n and picker.free:          # pick() is None exactly when none is free
+            sm = picker.pick()
+            cls = class_of(cta)
+            st = _Cta(cls, sm, v_now, t_now, merged[cls])
+            state[cta] = st
+            residents[sm].append(cta)
             touched.add(sm)
             group.append(st)
             ctas.append(cta)
+            cta += 1
+        self.next_cta = cta
         # dispatched together, or while an earlier burst is still queued: their first loads
         # queue in FIFO order (behind that burst)
         t_now = self.t_now
