@@ -5,9 +5,9 @@ CPython starts a full collection when the survivors of the younger generations p
 quarter of the objects already in the oldest one (the gc module's thresholds); each walks
 every container the process holds. The fast mode's L2 replay keeps tens of thousands of
 sampled accesses, walked CTAs and timeline rows alive while it builds them: on standard
-attention at N = 65,536 (H100) the process ran 5 full collections, 0.23-0.30 of its
-1.6-2.3 CPU-seconds (gc.callbacks; the younger generations' 640 collections: 0.11), none
-of which freed anything of the simulation's. Inside `full_collections_deferred()` the
+attention at N = 65,536 (H100) the process ran 4-5 full collections, 0.23 and 0.30 s of
+its 1.6-2.3 CPU-seconds in two runs (gc.callbacks; the younger generations' ~640
+collections: 0.07-0.12 s), and they freed nothing (0 objects collected). Inside `full_collections_deferred()` the
 younger generations are collected as usual (short-lived cycles are freed), only the full
 collections wait until the step is done; the thresholds the caller had are restored. Results
 do not depend on it: collection frees unreachable objects only.
