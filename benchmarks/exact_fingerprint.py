@@ -21,7 +21,8 @@ from pathlib import Path
 # modules only the aggregated fast mode runs (exact mode's results cannot depend on them)
 FAST_ONLY = ("iosim.sim.fast", "iosim.sim.fluid", "iosim.sim.characterize", "iosim.sim.lockstep",
              "iosim.sim.wait_cohorts",
-             "iosim.sim.first_wave", "iosim.sim.l2model", "iosim.sim.wave_queue")
+             "iosim.sim.first_wave", "iosim.sim.l2model", "iosim.sim.wave_queue",
+             "iosim.gcpause")
 
 
 def exact_fingerprint(gpu) -> str:

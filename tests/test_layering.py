@@ -12,7 +12,7 @@ ROOT = Path(iosim.__file__).parent
 # lowest first; a module may import its own layer and any layer listed before it
 LAYERS = [
     {"errors", "units", "paths", "__version__", "progress", "records", "textfiles",
-     "parallel"},
+     "parallel", "gcpause"},
     {"problem", "hardware", "hardware_schema", "scenarios", "schedule", "machine", "formats",
      "limits"},
     {"algorithms", "options", "ablation"},

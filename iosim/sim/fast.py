@@ -12,8 +12,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from itertools import chain
 from math import ceil
+from operator import itemgetter
 
+from ..gcpause import full_collections_deferred
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost_at,
@@ -94,32 +97,40 @@ class KernelRows:
     rows: list           # (kernel, cta, sm, start_s, end_s, stall, busy), emission order
     marks: dict | None   # cta → (start_s, segment ends), for the L2 replay
     repeats: list        # of fluid.Repeat
-    _by_residue: list | None = None
+    _of: object = None   # marks_of's lookup, built on first use
 
     def marks_of(self, cta: int) -> tuple:
         """Start and segment ends of a CTA, simulated or in a repeated period."""
-        hit = self.marks.get(cta)
-        if hit is not None:
-            return hit
-        for rep, by_residue in zip(self.repeats, self._by_residue or self._residues()):
-            step = rep.cta_step
-            source = by_residue.get(cta % step)
-            if source is not None:
-                k = (cta - source) // step
-                if 1 <= k <= rep.times:
-                    start, ends = self.marks[source]
-                    dt = k * rep.time_step_s
-                    return start + dt, tuple([e + dt for e in ends])
-        raise KeyError(cta)
+        if self._of is None:
+            self._of = self._lookup()
+        return self._of(cta)
 
-    def _residues(self) -> list:
-        """Per repeat: CTA mod cta_step → the emitted CTA of the period it copies (a period's
-        CTAs have distinct residues: its copies never overlap)."""
-        if self._by_residue is None:
-            self._by_residue = [{row[1] % rep.cta_step: row[1]
-                                 for row in self.rows[rep.first:rep.last]}
-                                for rep in self.repeats]
-        return self._by_residue
+    def _lookup(self):
+        """cta → marks: the emitted CTAs' own, else those of the CTA its repeated period
+        copies, shifted by the copies' time step (the replay asks this of every CTA it
+        walks: each repeat's CTA mod cta_step → the emitted CTA of the period it copies is
+        built once; a period's CTAs have distinct residues, its copies never overlap)."""
+        marks = self.marks
+        own = marks.get
+        repeats = [(rep.cta_step, {row[1] % rep.cta_step: row[1]
+                                   for row in self.rows[rep.first:rep.last]}.get,
+                    rep.times, rep.time_step_s) for rep in self.repeats]
+
+        def of(cta: int) -> tuple:
+            hit = own(cta)
+            if hit is not None:
+                return hit
+            for step, source_of, times, time_step_s in repeats:
+                source = source_of(cta % step)
+                if source is not None:
+                    k = (cta - source) // step
+                    if 1 <= k <= times:
+                        start, ends = marks[source]
+                        dt = k * time_step_s
+                        return start + dt, ((ends[0] + dt, ends[1] + dt) if len(ends) == 2
+                                            else tuple([e + dt for e in ends]))
+            raise KeyError(cta)
+        return of
 
 
 def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, span_s: float,
@@ -339,9 +350,14 @@ class SamplingPlan:
 
     def replayed(self, ki: int, num_ctas: int):
         """The CTAs of kernel ki the replay walks, in launch order."""
-        yield from range(self.limits[ki])
-        if self.suffix[ki] is not None:
-            yield from range(self.suffix[ki], num_ctas)
+        if self.suffix[ki] is None:
+            return range(self.limits[ki])
+        return chain(range(self.limits[ki]), range(self.suffix[ki], num_ctas))
+
+    def replayed_count(self, ki: int, num_ctas: int) -> int:
+        """How many CTAs of kernel ki the replay walks."""
+        return self.limits[ki] + (num_ctas - self.suffix[ki] if self.suffix[ki] is not None
+                                  else 0)
 
     def __call__(self, ki: int, cta: int = 0) -> bool:
         return cta < self.limits[ki]
@@ -395,16 +411,29 @@ def _group_times(sampler: AccessSampler, runs) -> tuple:
 
 
 def _placed(sampler: AccessSampler, runs):
-    """(start_s, segment ends, ticks) of every walked CTA (KernelRows.marks_of, its common
-    case inlined)."""
-    direct = [r.marks.get if r.marks is not None else (lambda cta: None) for r in runs]
+    """(start_s, segment ends, ticks) of every walked CTA (KernelRows.marks_of), in walk
+    order: CTA after CTA, one group per segment. A CTA none of whose groups a sampled access
+    names (AccessSampler.runs: (group, ...)) is placed at time 0, since its groups' times are
+    never read: at a high set-sampling ratio most walked CTAs (standard attention's QKᵀ
+    tiles at N = 65,536: ~19 in 20) sample nothing."""
+    marks_of = [r.marks_of for r in runs]
+    used = {run[0] for run in sampler.runs}
+    unread: dict = {}            # segments → (0.0, ...) placeholder ends
+    g = 0
     for ki, cta, ticks in sampler.ctas:
-        marks = direct[ki](cta)
-        start_s, seg_ends = marks if marks is not None else runs[ki].marks_of(cta)
-        if len(seg_ends) != len(ticks):      # the fluid model ends every segment it runs
-            raise AssertionError(f"kernel {ki} CTA {cta}: {len(seg_ends)} segment ends for "
-                                 f"{len(ticks)} segments")
-        yield start_s, seg_ends, ticks
+        n = len(ticks)
+        if used.isdisjoint(range(g, g + n)):
+            ends = unread.get(n)
+            if ends is None:
+                ends = unread[n] = (0.0,) * n
+            yield 0.0, ends, ticks
+        else:
+            start_s, seg_ends = marks_of[ki](cta)
+            if len(seg_ends) != n:      # the fluid model ends every segment it runs
+                raise AssertionError(f"kernel {ki} CTA {cta}: {len(seg_ends)} segment ends "
+                                     f"for {n} segments")
+            yield start_s, seg_ends, ticks
+        g += n
 
 
 def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
@@ -418,30 +447,33 @@ def _walk_replayed(schedule, plan: SamplingPlan, tail_starts) -> AccessSampler:
         stages = max(1, k.pipeline.stages)
         tail = tail_starts[ki] if tail_starts[ki] is not None else n
         program, class_of, limit, walk = k.program, k.class_of, plan.limits[ki], sampler.walk_cta
-        bounds: dict = {}            # class → (program length, its segments' (start, end))
+        bounds: dict = {}            # class → (program length, its segments' slicer)
         for cta in plan.replayed(ki, n):
             cohort = TAIL if cta >= tail else (BODY if cta < limit else WARMUP)
             cls, prog = class_of(cta), program(cta)
             b = bounds.get(cls)
             if b is None:
                 segments = split_segments(prog)
-                bounds[cls] = (len(prog), _segment_bounds(segments))
+                bounds[cls] = (len(prog), _segment_slicer(segments))
             elif len(prog) != b[0]:
                 raise ValueError(f"kernel {ki} CTA {cta}: a program of {len(prog)} items where "
                                  f"its class has {b[0]}")
             else:
-                segments = [prog[s:e] for s, e in b[1]]
+                segments = b[1](prog)
             walk(ki, cta, segments, stages, cohort, cls)
     return sampler
 
 
-def _segment_bounds(segments: list) -> tuple:
-    """(start, end) in the program of each of split_segments' segments."""
-    out, at = [], 0
+def _segment_slicer(segments: list):
+    """program → its segments as a tuple (split_segments' segments, by their positions in the
+    program; operator.itemgetter of slices, one C call per CTA)."""
+    cuts, at = [], 0
     for seg in segments:
-        out.append((at, at + len(seg)))
+        cuts.append(slice(at, at + len(seg)))
         at += len(seg)
-    return tuple(out)
+    if len(cuts) < 2:                 # itemgetter of one item returns it bare
+        return lambda prog: tuple(prog[c] for c in cuts)
+    return itemgetter(*cuts)
 
 
 @dataclass
@@ -618,7 +650,17 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
     """l2_protocol decides the bytes; time_protocol (default: the same) the L2 state the
     timed dispatch sees. Both replays share one placement of the accesses (pass 1).
     reuse: a Reuse of this schedule, to share the clock-independent work with other
-    simulations of it (the results are the same with or without)."""
+    simulations of it (the results are the same with or without). Python's full garbage
+    collections wait until it returns (gcpause.py: they found nothing to free and cost
+    standard attention's replay a sixth of its time)."""
+    with full_collections_deferred():
+        return _simulate_fast(schedule, gpu, l2_effective_fraction, l2_sample_budget,
+                              l2_protocol, time_protocol, l2_queue_from_wave, reuse)
+
+
+def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget: int,
+                   l2_protocol: str, time_protocol: str | None, l2_queue_from_wave: bool,
+                   reuse: Reuse | None):
     if reuse is not None:
         reuse.check(schedule)
     time_protocol = time_protocol or l2_protocol
@@ -647,7 +689,7 @@ def simulate_fast(schedule, gpu, l2_effective_fraction: float,
                                                                tail_starts)]
     del runs
     sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(times),
-                "l2_simulated_ctas": [sum(1 for _ in plan.replayed(ki, k.num_ctas))
+                "l2_simulated_ctas": [plan.replayed_count(ki, k.num_ctas)
                                       for ki, k in enumerate(schedule.kernels)]}
     figures = {protocol: _scale(infos, replay_trace(times, sampler.keys, sampler.metas,
                                                     sampler.streams, capacity / plan.ratio, n_k,

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from heapq import heappush
 from dataclasses import dataclass
 
 from .dispatch import SlotPicker
@@ -211,25 +212,41 @@ class FluidKernel:
         st.v_updated = v_now
 
     def set_rate(self, cta: int, st: _Cta) -> None:
-        """Switch the CTA's current segment to the SM's residency; reschedule its finish."""
-        seg = st.seg
-        b_l2, b_dram = self.seg_bytes(st)
-        demand = self.demand
-        if st.duration > 0.0:
-            self.advance(st)
-            demand[0] -= b_l2 / st.duration
-            demand[1] -= b_dram / st.duration
+        """Switch the CTA's current segment to the SM's residency; reschedule its finish.
+        (seg_bytes and advance inlined, the same arithmetic: the model's innermost step.)"""
+        seg, c = st.seg, st.costs
+        if seg == 0 and st.burst:
+            b_l2 = b_dram = 0.0
+        else:
+            b_l2 = c.l2_bytes[seg]
+            b_dram = c.dram_bytes_fill[seg] if self.filling else c.dram_bytes[seg]
+        demand, v_now = self.demand, self.v_now
+        duration = st.duration
+        if duration > 0.0:
+            dp = (v_now - st.v_updated) / duration          # advance(st)
+            if dp > 0.0:
+                st.p += dp
+                prof = c.profiles[st.k - 1][seg]
+                st.intrinsic_s += dp * duration
+                acc = st.stall
+                acc[0] += dp * prof[1]
+                acc[1] += dp * prof[2]
+                acc[2] += dp * prof[3]
+                acc[3] += dp * prof[4]
+            demand[0] -= b_l2 / duration
+            demand[1] -= b_dram / duration
         k = len(self.residents[st.sm])
         st.k = k
-        d = st.costs.profiles[k - 1][seg][0] + (st.extra_s if seg == 0 and st.extra_s > 0 else 0.0)
-        st.duration = d if d > 0.0 else 1e-18
-        st.v_updated = self.v_now
-        demand[0] += b_l2 / st.duration
-        demand[1] += b_dram / st.duration
-        st.version += 1
+        extra_s = st.extra_s
+        d = c.profiles[k - 1][seg][0] + (extra_s if seg == 0 and extra_s > 0 else 0.0)
+        st.duration = duration = d if d > 0.0 else 1e-18
+        st.v_updated = v_now
+        demand[0] += b_l2 / duration
+        demand[1] += b_dram / duration
+        st.version = version = st.version + 1
         remaining = 1.0 - st.p
-        st.finish_v = self.v_now + (remaining if remaining > 0.0 else 0.0) * st.duration
-        heapq.heappush(self.heap, (st.finish_v, cta, st.version))
+        st.finish_v = finish_v = v_now + (remaining if remaining > 0.0 else 0.0) * duration
+        heappush(self.heap, (finish_v, cta, version))
 
     def rescale(self) -> None:
         s = 1.0
@@ -246,19 +263,20 @@ class FluidKernel:
             return set()
         touched = set()
         group, ctas = [], []
-        while self.next_cta < self.n:
-            sm = self.picker.pick()
-            if sm is None:
-                break
-            cta = self.next_cta
-            self.next_cta += 1
-            cls = self.class_of(cta)
-            st = _Cta(cls, sm, self.v_now, self.t_now, self.merged[cls])
-            self.state[cta] = st
-            self.residents[sm].append(cta)
+        picker, n, class_of, merged = self.picker, self.n, self.class_of, self.merged
+        state, residents, v_now, t_now = self.state, self.residents, self.v_now, self.t_now
+        cta = self.next_cta
+        while cta < n and picker.free:          # pick() is None exactly when none is free
+            sm = picker.pick()
+            cls = class_of(cta)
+            st = _Cta(cls, sm, v_now, t_now, merged[cls])
+            state[cta] = st
+            residents[sm].append(cta)
             touched.add(sm)
             group.append(st)
             ctas.append(cta)
+            cta += 1
+        self.next_cta = cta
         # dispatched together, or while an earlier burst is still queued: their first loads
         # queue in FIFO order (behind that burst)
         t_now = self.t_now
@@ -351,18 +369,35 @@ class FluidKernel:
 
     def finish_segment(self, c: int) -> int | None:
         """CTA c finished its current segment: start its next one, or retire it (returns
-        its SM)."""
+        its SM). (advance and seg_bytes inlined, the same arithmetic.)"""
         st = self.state[c]
-        self.advance(st)
-        b_l2, b_dram = self.seg_bytes(st)
-        self.demand[0] -= b_l2 / st.duration
-        self.demand[1] -= b_dram / st.duration
+        seg, costs, duration = st.seg, st.costs, st.duration
+        v_now = self.v_now
+        dp = (v_now - st.v_updated) / duration              # advance(st)
+        if dp > 0.0:
+            st.p += dp
+            prof = costs.profiles[st.k - 1][seg]
+            st.intrinsic_s += dp * duration
+            acc = st.stall
+            acc[0] += dp * prof[1]
+            acc[1] += dp * prof[2]
+            acc[2] += dp * prof[3]
+            acc[3] += dp * prof[4]
+        st.v_updated = v_now
+        if seg == 0 and st.burst:                           # seg_bytes(st)
+            b_l2 = b_dram = 0.0
+        else:
+            b_l2 = costs.l2_bytes[seg]
+            b_dram = costs.dram_bytes_fill[seg] if self.filling else costs.dram_bytes[seg]
+        demand = self.demand
+        demand[0] -= b_l2 / duration
+        demand[1] -= b_dram / duration
         t_now = self.t_now
         st.marks.append(t_now)
         if self.filling:
-            self.stored += st.costs.stored_bytes[st.seg]
-        if st.seg + 1 < len(st.costs.l2_bytes):       # next segment of the same CTA
-            st.seg += 1
+            self.stored += costs.stored_bytes[seg]
+        if seg + 1 < len(costs.l2_bytes):                   # next segment of the same CTA
+            st.seg = seg + 1
             st.p = 0.0
             st.duration = 0.0
             st.k = 0
