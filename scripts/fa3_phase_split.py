@@ -4,7 +4,9 @@ median over the steady steps) against exact mode's consumers (the same events re
 of pipeline._Consumers.overlap; model cycles at the simulated clock). One CTA alone, N_kv 896,
 d 64 with 192 and 128 Q rows and d 128 with 128. Phases (fa3_fwd.cu's PSTAMP events): turn wait
 (0->1), issue of S_j and P_{j-1}V_{j-1} (1->2), S latency (2->3), softmax (3->4), the P V wait
-(4->5), rescale and pack (5->6), loop (6->next 0). The steps: consumer 0's S_j -> S_{j+1} with one
+(4->5), rescale and pack (5->6), loop (6->next 0); the model's step overhead
+(Pipeline.consumer_step_overhead_cycles) is in its issue column, its rescale phase in rescale and
+pack. The steps: consumer 0's S_j -> S_{j+1} with one
 stamp per step (mask 0x08) and untraced (%globaltimer slots only, ns). Run from the repository
 root: python scripts/fa3_phase_split.py"""
 import json
@@ -30,6 +32,35 @@ def measured_phase(cycles, c: int, a: int, b: int, steps) -> float:
         if jb < 8 and cycles[c][j][a] >= 0 and cycles[c][jb][b] >= 0:
             out.append(cycles[c][jb][b] - cycles[c][j][a])
     return float(np.median(out)) if out else float("nan")
+
+
+FIGURE_SHAPES = ("fa3-d64-bq192-lone-nkv896-full", "fa3-d128-bq128-lone-nkv896-full")
+
+
+def stamp_cost(data: dict, base: str) -> float:
+    """Cycles one stamp adds to a phase: consumer 0's seven two-stamp phases summed, less its
+    step with one stamp (mask 0x08, steps 1..6), over seven."""
+    cyc = data[f"{base}-m08"]["cycles"][0]
+    step = float(np.median([cyc[0][j + 1][3] - cyc[0][j][3] for j in range(1, 6)]))
+    total = sum(measured_phase(data[f"{base}-m{m:02x}"]["cycles"][0], 0, a, b,
+                               range(1, 6 if m == 0x41 else 7)) for m, (a, b) in PAIRS.items())
+    return (total - step) / len(PAIRS)
+
+
+def figures(data: dict = None) -> dict:
+    """{(block_q, block_kv, d): (step overhead, rescale phase)} in cycles for
+    fa3.CONSUMER_PHASE_CYCLES: consumer 0's turn wait (0->1; it goes first, so its waits do not
+    block) and its rescale-and-pack plus loop (5->6, 6->next 0), each less the stamp cost per
+    phase (stamp_cost), in the two lone shapes with every pair (d 64 with 192 rows and 3
+    consumers, d 128 with 128 rows and 2)."""
+    data = json.load(open(DATA)) if data is None else data
+    out = {}
+    for base, key in zip(FIGURE_SHAPES, ((192, 128, 64), (128, 128, 128))):
+        k = stamp_cost(data, base)
+        ph = {m: measured_phase(data[f"{base}-m{m:02x}"]["cycles"][0], 0, a, b,
+                                range(1, 6 if m == 0x41 else 7)) for m, (a, b) in PAIRS.items()}
+        out[key] = (round(ph[0x03] - k), round(ph[0x60] + ph[0x41] - 2 * k))
+    return out
 
 
 def model_split(d: int, nq: int, nkv: int = 896):
@@ -66,17 +97,13 @@ def model_split(d: int, nq: int, nkv: int = 896):
             if not self.together:
                 first.release(j)
             my_vars[self.var] = self.value(j)
-            t_soft = env.now
             yield from run_ops(self.ctx, soft, my_vars, self.share, stall, c == 0, self.streams[c])
-            floor = getattr(self, "softmax_floor", None)
-            if floor is not None:
-                yield from floor(soft, t_soft)
             st(j, 4)
             if j:
                 yield from self.wait_until(done[1], stall)
                 release_v(j - 1)
             st(j, 5)
-            yield from run_ops(self.ctx, post, my_vars, self.share, stall, c == 0, self.streams[c])
+            yield from self.post(post, my_vars, c, stall)
             st(j, 6)
         if n:
             yield from others.wait(n - 1, stall)
@@ -112,6 +139,11 @@ def model_split(d: int, nq: int, nkv: int = 896):
 
 def main():
     data = json.load(open(DATA))
+    for base in FIGURE_SHAPES:
+        print(f"{base}: one stamp adds {stamp_cost(data, base):.0f} cycles to a phase")
+    for key, (over, post) in figures(data).items():
+        print(f"tiling {key}: consumer 0's step overhead {over} cycles, rescale phase {post} "
+              "cycles (fa3.CONSUMER_PHASE_CYCLES)")
     for d, nq in ((64, 192), (64, 128), (128, 128)):
         base = f"fa3-d{d}-bq{nq}-lone-nkv896-full"
         consumers = nq // 64
