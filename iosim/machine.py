@@ -276,9 +276,10 @@ A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
 # warpgroups together reach 3726 FLOP/clk, three 4016: the latency overlaps). Keyed by
 # (A from registers, n); a shape not measured takes the m64n128k16 figure. Checked against the
 # kernel's own stamps (measurements/h200/fa3_phases/fa3_phase_pairs_h200.json): at d 128 a
-# consumer's S = Q Kᵀ (8 k steps, 2.1 MFLOP) is done within 693 cycles of its turn, which a
-# fraction of the rate (the previous model, 0.501: 1033 cycles) cannot give and this does
-# (258 + 518 = 776, the issue of the group included). Each consumer warpgroup of a
+# consumer's S = Q Kᵀ (8 k steps, 2.1 MFLOP) is done within 693 cycles of its turn, the
+# group's issue included: a fraction of the rate (the previous model, 0.501 of it: 1033 cycles)
+# is further from that than this (258 + 518 = 776; at d 64, 4 k steps, both give 516). Each
+# consumer warpgroup of a
 # warp-specialized loop issues such groups on a stream of its own (pipeline.py).
 WGMMA_PROBE_FLOP_PER_CLOCK = 4051          # cuBLAS's rate per SM per counted clock (same probe)
 WGMMA_PROBE_GROUPS = {(False, 128): (2065834 / 4000, 4 * 2 * 64 * 128 * 16),

@@ -118,6 +118,7 @@ class SharedServer:
 # element, d/Bc rescale per element) that tile is 41024 ops
 PROBE_TILE_CYCLES = 1826874 / 2000
 PROBE_TILE_OPS = 3 * 8192 + (8192 + 64) + 4096 + 4096
+PROBE_TILE_EXPS = 8192 + 64   # its exps: the scores and the row's alpha
 # n warpgroups in their tiles at once (softmax+softmax, softmax x 3): each tile takes 2730300 /
 # 2000 and 3660683 / 2000 cycles, so the SM gets through n x alone / that tiles per lone-tile
 # time: 1.338 and 1.497 (no more measured: 4 or more take the 3-warpgroup figure)
@@ -144,6 +145,16 @@ class SoftmaxTileServer(SharedServer):
         super().__init__(env, 1.0)
         self.busy = busy                        # SmUnits.wgmma_busy: stream -> busy until
         self.cycles_per_op = PROBE_TILE_CYCLES / PROBE_TILE_OPS
+
+    @staticmethod
+    def sfu_scale(exp_per_clock: float) -> float:
+        """How much slower than the probe's a tile runs on an SM with `exp_per_clock` exps per
+        clock: 1 while the tile's exps on that SFU take less than the probe's tile (any SM with
+        at least 9 exps per clock), else their time over the probe tile's (the tile becomes
+        SFU-bound)."""
+        if exp_per_clock <= 0:
+            return 1.0
+        return max(1.0, PROBE_TILE_EXPS / exp_per_clock / PROBE_TILE_CYCLES)
 
     def _rate_per_job(self) -> float:
         n, now = len(self.jobs), self.env.now

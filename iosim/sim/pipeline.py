@@ -212,20 +212,22 @@ def _softmax_tile_op(ctx: CtaContext, op, share: float, stall: list):
     """One of a consumer warpgroup's softmax-tile ops (SOFTMAX_TILE_OPS; a warp-specialized
     wgmma loop) on its SM's compute.SoftmaxTileServer: its count at the probe's lone-warpgroup
     cycles per op, the consumers in their tiles at once and the SM's busy wgmma streams slowing
-    it as measured. Its issue slots still hold the SM's MMA stream (machine.MmaCost.
+    it as measured (slower on an SM whose SFU is slower than the probe's: SoftmaxTileServer.
+    sfu_scale). Its issue slots still hold the SM's MMA stream (machine.MmaCost.
     elementwise_hold), which delays the MMAs, not this warpgroup (its wgmma are asynchronous);
     a measured phase (Alu.phase_cycles_per_op) is a floor and a measured barrier follows."""
     env, mma = ctx.env, ctx.mma
     kind, now = op.kind, env.now
     tiles = ctx.units.softmax_tiles(env)
-    amount = op.count * share * tiles.cycles_per_op * ctx.cycle_s
+    amount = op.count * share * tiles.cycles_per_op * ctx.cycle_s * tiles.sfu_scale(
+        ctx.units.exp.rate * ctx.cycle_s)
     finish = now
     if mma is not None:
         if kind == "alu":
             hold = mma.alu_hold(op, op.count * share)
             phase = mma.phase_s(op, op.count * share)
             if phase:
-                finish = now + phase
+                finish = max(finish, now + phase)
         else:
             hold = mma.elementwise_hold(kind, op.count * share)
         if hold:
