@@ -68,3 +68,20 @@ def test_the_model_s_consumer_softmax_is_the_measured_one(d, nq):
     cyc = np.array(DATA[f"fa3-d{d}-bq{nq}-lone-nkv896-full-m18"]["cycles"][0])
     measured = np.median(cyc[0, 4:7, 4] - cyc[0, 4:7, 3])
     assert split[0][3] == pytest.approx(measured, rel=0.20)
+
+
+def test_the_consumer_phase_figures_are_the_stamps_reading():
+    from iosim.algorithms import fa3
+    figs = _split_module().figures()
+    assert {k: tuple(float(x) for x in v) for k, v in figs.items()} == fa3.CONSUMER_PHASE_CYCLES
+
+
+def test_which_kernels_take_the_measured_consumer_phases():
+    from iosim.algorithms import fa3
+    from iosim.algorithms.common import Tiling
+    t64, t96 = Tiling(192, 128, 2, 16), Tiling(128, 128, 2, 12)
+    assert fa3.consumer_phase_cycles("iosim", t64, 64) == (258.0, 536.0)
+    assert fa3.consumer_phase_cycles("flash-attn", t64, 64) == (258.0, 536.0)
+    assert fa3.consumer_phase_cycles("cudnn", t64, 64) == (0.0, 0.0)
+    # a tiling not measured: the mean of the two measured ones
+    assert fa3.consumer_phase_cycles("iosim", t96, 96) == (247.0, 442.5)
