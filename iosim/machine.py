@@ -266,20 +266,33 @@ SUB_PARTITIONS_PER_SM = 4     # CC 8.x/9.x SMs (CUDA C++ Programming Guide)
 ELEMENTWISE_BLOCKS_MMA = True
 # Mma names whose A operand is the softmax output P kept in registers (FA-1/FA-2 forward)
 A_FROM_REGISTERS = frozenset({"O+=PV", "O_c+=PV_c"})
-# wgmma (Hopper): one warpgroup's stream of dependent wgmma reaches only part of its SM's
-# rate. H200 probe (`python3 -m iosim.measure.wgmma_overlap`, benchmarks/results/
-# wgmma_overlap_h200.txt), FLOP per clock per SM against cuBLAS's 4051: m64n128k16 with both
-# operands in shared memory 2030 (0.501, wait_group 0 or 1 alike), m64n64k16 with A in
-# registers (FA-3's P·V at d 64) 1555 (0.384); two warpgroups together 3726, three 4016. Keyed
-# by (A from registers, n); a shape not measured takes the m64n128k16 figure. Each consumer
-# warpgroup of a warp-specialized loop issues one such stream (pipeline.py).
-WGMMA_STREAM_FRACTION = {(False, 128): 2030 / 4051, (True, 64): 1555 / 4051}
-WGMMA_STREAM_FRACTION_OTHER = 2030 / 4051
+# wgmma (Hopper): one warpgroup's group of dependent wgmma (one GEMM of a consumer: the k steps
+# accumulating into one register tile, committed together) takes a fixed latency plus its work
+# at the SM's rate. H200 probe (`python3 -m iosim.measure.wgmma_overlap`, benchmarks/results/
+# wgmma_overlap_h200_run2.txt): a warpgroup issuing groups back to back, 4 x m64n128k16 with
+# both operands in shared memory (1 MFLOP) 2065834 cycles per 4000 groups = 516.5 per group, 8 x
+# m64n64k16 with A in registers (FA-3's P·V at d 64, 1 MFLOP) 674.2; the work at cuBLAS's 4051
+# FLOP/clk is 258.8 cycles of each, so the latencies are 257.7 and 415.4 cycles (two
+# warpgroups together reach 3726 FLOP/clk, three 4016: the latency overlaps). Keyed by
+# (A from registers, n); a shape not measured takes the m64n128k16 figure. Checked against the
+# kernel's own stamps (measurements/h200/fa3_phases/fa3_phase_pairs_h200.json): at d 128 a
+# consumer's S = Q Kᵀ (8 k steps, 2.1 MFLOP) is done within 693 cycles of its turn, the
+# group's issue included: a fraction of the rate (the previous model, 0.501 of it: 1033 cycles)
+# is further from that than this (258 + 518 = 776; at d 64, 4 k steps, both give 516). Each
+# consumer warpgroup of a
+# warp-specialized loop issues such groups on a stream of its own (pipeline.py).
+WGMMA_PROBE_FLOP_PER_CLOCK = 4051          # cuBLAS's rate per SM per counted clock (same probe)
+WGMMA_PROBE_GROUPS = {(False, 128): (2065834 / 4000, 4 * 2 * 64 * 128 * 16),
+                      (True, 64): (2696756 / 4000, 8 * 2 * 64 * 64 * 16)}
+WGMMA_GROUP_LATENCY_CYCLES = {key: cycles - flops / WGMMA_PROBE_FLOP_PER_CLOCK
+                              for key, (cycles, flops) in WGMMA_PROBE_GROUPS.items()}
+WGMMA_GROUP_LATENCY_CYCLES_OTHER = WGMMA_GROUP_LATENCY_CYCLES[(False, 128)]
 
 
-def wgmma_stream_fraction(op) -> float:
-    """Fraction of the SM's wgmma rate one warpgroup's stream of `op` reaches."""
-    return WGMMA_STREAM_FRACTION.get((op.name in A_FROM_REGISTERS, op.n), WGMMA_STREAM_FRACTION_OTHER)
+def wgmma_group_latency_cycles(op) -> float:
+    """Clock cycles one warpgroup's wgmma group of `op` takes beyond its work at the SM's rate."""
+    return WGMMA_GROUP_LATENCY_CYCLES.get((op.name in A_FROM_REGISTERS, op.n),
+                                          WGMMA_GROUP_LATENCY_CYCLES_OTHER)
 
 
 def mma_operand_bytes(op, sync: bool, readers: int, elem_bytes: int) -> int:
@@ -429,10 +442,13 @@ class MmaCost:
         """Shared-memory bytes the CTA reads for one Mma's operands."""
         return mma_operand_bytes(op, self.sync, self.readers, self.elem_bytes)
 
-    def stream_work(self, op) -> float:
-        """Work of `op` on one warpgroup's wgmma stream (a server at the SM's rate): its work
-        over the stream's fraction of that rate (wgmma_stream_fraction); 0 for mma.sync."""
-        return 0.0 if self.sync else self.work(op) / wgmma_stream_fraction(op)
+    def stream_work(self, op, share: float = 1.0) -> float:
+        """Work of one warpgroup's wgmma group of `share` of `op` on its stream (a server at
+        the SM's rate): that work plus the group's latency (wgmma_group_latency_cycles) in
+        work units; 0 for mma.sync."""
+        if self.sync:
+            return 0.0
+        return self.work(op) * share + wgmma_group_latency_cycles(op) * self.cycle_s * self.wgmma_rate
 
     def work(self, op) -> float:
         key = (op.name, op.m, op.n, op.k, op.warp_rows)

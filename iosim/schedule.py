@@ -333,6 +333,12 @@ class Pipeline:
       measured, or a producer/TMA issues it).
     store_issue_cycles_per_byte: the same for the bytes of its `thread_issued` stores
       (machine.store_issue_s_per_byte); 0: not modelled.
+    consumer_step_overhead_cycles: with warp specialization, the clock cycles a consumer
+      spends in turn before each GEMM issue on the waits that do not block (the K / V full
+      barriers, the ping-pong's named barrier, the wgmma fence); 0: not measured.
+    rescale_phase_cycles: with warp specialization, the fewest clock cycles a consumer's ops
+      after its softmax take per step (O's rescale, P's conversion, up to the next step);
+      0: not measured (the ops' own costs).
     """
 
     stages: int = 1
@@ -343,6 +349,8 @@ class Pipeline:
     copy_issue_cycles_per_byte: float = 0.0
     store_issue_cycles_per_byte: float = 0.0
     separate_kv_release: bool = True
+    consumer_step_overhead_cycles: float = 0.0
+    rescale_phase_cycles: float = 0.0
 
 
 def _only_class(cta: int) -> int:

@@ -1,11 +1,14 @@
 """The wgmma/softmax probe's roles (iosim/measure/wgmma_overlap.py) run through the model's SM units:
 pipeline.run_ops on SmUnits with MmaCost, one warpgroup = one SimPy process issuing one role's
 work (the d = 64 FA-3 consumer's S = Q K^T group, its P V group, its softmax tile) on its own
-wgmma stream, as a consumer warpgroup of the fa3 schedule does. Prints the model's cycles per
-group / tile beside the probe's second H200 run (benchmarks/results/wgmma_overlap_h200_run2.txt),
-with the consumers' Exp ops on the processor-sharing SFU as the simulator runs them
-(pipeline.SHARED_ELEMENTWISE), with their Alu ops shared too (tried, not kept), and with both
-on the FIFO units (before). Run from the repository root:
+wgmma stream (each group noted on the SM's units, as pipeline._Consumers does), as a consumer
+warpgroup of the fa3 schedule does. Prints the model's cycles per group / tile beside the
+probe's second H200 run (benchmarks/results/wgmma_overlap_h200_run2.txt): the softmax tiles on
+the SM's compute.SoftmaxTileServer (whose constants are the softmax, softmax x n, mma+softmax and
+mma+mma+softmax rows) and the wgmma groups at their latency plus the SM's rate
+(machine.wgmma_group_latency_cycles, from the mma and mma_rs rows). The probe runs each role's
+work for the whole run (4000 groups beside 2000 tiles), and so does this (2N groups, N tiles).
+Run from the repository root:
 python scripts/fa3_units_model_vs_probe.py"""
 import simpy
 from iosim import load_gpu
@@ -38,16 +41,18 @@ def run(roles, n=200):
         if role == "intra":
             for _ in range(n):
                 now = env.now
-                f = max(units.tensor.reserve(now, cost.work(S) * SH)[1], stream.reserve(now, cost.stream_work(S) * SH)[1])
+                f = max(units.tensor.reserve(now, cost.work(S) * SH)[1], stream.reserve(now, cost.stream_work(S, SH))[1])
+                units.note_wgmma(stream, f)
                 yield from pl.run_ops(ctx, SOFT, {}, SH, [0]*4, False, stream)
                 if f > env.now:
                     yield env.timeout(f - env.now)
         else:
-            for _ in range(n):
+            for _ in range(2 * n if role in ("mma", "mma_rs") else n):   # the probe: 4000 groups, 2000 tiles
                 if role in ("mma", "mma_rs"):
                     op = S if role == "mma" else PV
                     now = env.now
-                    f = max(units.tensor.reserve(now, cost.work(op) * SH)[1], stream.reserve(now, cost.stream_work(op) * SH)[1])
+                    f = max(units.tensor.reserve(now, cost.work(op) * SH)[1], stream.reserve(now, cost.stream_work(op, SH))[1])
+                    units.note_wgmma(stream, f)
                     yield env.timeout(f - now)
                 else:
                     yield from pl.run_ops(ctx, role_ops(role), {}, SH, [0]*4, False, stream)
@@ -55,7 +60,7 @@ def run(roles, n=200):
     for i, r in enumerate(roles):
         env.process(wg(i, r))
     env.run()
-    return [ends[i] * CLK / n for i in range(len(roles))]
+    return [ends[i] * CLK / (2 * n if r in ("mma", "mma_rs") else n) for i, r in enumerate(roles)]
 
 MEAS = {  # probe run 2, cycles per unit of work (group or tile), from benchmarks/results/wgmma_overlap_h200_run2.txt
     ("mma",): [2065834/4000], ("mma_rs",): [2696756/4000], ("softmax",): [1826874/2000],
@@ -68,17 +73,10 @@ MEAS = {  # probe run 2, cycles per unit of work (group or tile), from benchmark
     ("mma", "mma_rs"): [2076832/4000, 3264812/4000], ("intra", "intra"): [6767028/4000]*2,
 }
 def main():
-    simulated = pl.SHARED_ELEMENTWISE
-    print("cycles per group / tile, model / measured (error): exp shared (as simulated) | "
-          "exp and ALU shared | FIFO")
+    print("cycles per group / tile, model / measured (error)")
     for roles, meas in MEAS.items():
-        cols = []
-        for shared in (simulated, frozenset({"exp", "alu"}), frozenset()):
-            pl.SHARED_ELEMENTWISE = shared
-            m = run(roles)
-            cols.append("  ".join(f"{a:5.0f}/{b:5.0f} ({a / b - 1:+4.0%})" for a, b in zip(m, meas)))
-        pl.SHARED_ELEMENTWISE = simulated
-        print(f"{'+'.join(roles):24s} " + " | ".join(cols))
+        m = run(roles)
+        print(f"{'+'.join(roles):24s} " + "  ".join(f"{a:5.0f}/{b:5.0f} ({a / b - 1:+4.0%})" for a, b in zip(m, meas)))
 
 
 if __name__ == "__main__":

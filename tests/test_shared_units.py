@@ -70,12 +70,19 @@ def test_requests_in_service_are_woken_when_the_first_is_done_not_before(monkeyp
     assert [t for t, current in wakes if current] == [pytest.approx(10.0), pytest.approx(13.0)]
 
 
-def test_consumers_softmax_tiles_started_together_finish_together():
-    """Two consumer warpgroups' Exp ops of one CTA, started at once on the shared unit: both end
-    at twice one alone (the FIFO units would end the first at one tile's time)."""
+def _tile_ops():
+    """The probe's d 64 tile in the schedule's ops, for a CTA of three consumers (each a third)."""
+    from iosim.schedule import Alu, Exp
+    return (Alu("softmax", 3 * 3 * 8192), Exp("exp", 3 * (8192 + 64)), Alu("pack P", 3 * 4096),
+            Alu("rescale", 3 * 4096))
+
+
+def _tiles_end(n_tiles: int, busy_streams_until=()):
+    """Cycles until each of n consumers, started together, ends its softmax tile (run_ops on the
+    SM's units, no MmaCost), with wgmma streams busy until the given cycles."""
     from iosim import load_gpu
     from iosim.machine import SmRates
-    from iosim.schedule import Exp, Pipeline
+    from iosim.schedule import Pipeline
     from iosim.sim import pipeline as pl
     from iosim.sim.compute import SmUnits
     from iosim.sim.memory import Server
@@ -83,16 +90,37 @@ def test_consumers_softmax_tiles_started_together_finish_together():
     gpu = load_gpu("h200-calibrated")
     env = simpy.Environment()
     units = SmUnits(SmRates.of(gpu, "fp16"))
-    pipe = Pipeline(stages=2, warp_specialized=True, consumer_warpgroups=2, intra_overlap=True)
-    ctx = pl.CtaContext(env, units, None, pipe)          # no MmaCost: the exp unit alone
-    op = Exp("exp", 2 * 8192)                            # the CTA's op; each consumer half
+    pipe = Pipeline(stages=2, warp_specialized=True, consumer_warpgroups=3, intra_overlap=True)
+    ctx = pl.CtaContext(env, units, None, pipe, cycle_s=1 / gpu.clock_hz)
+    for i, until in enumerate(busy_streams_until):
+        units.note_wgmma(("stream", i), until / gpu.clock_hz)
     ends = []
 
     def consumer():
-        yield from pl.run_ops(ctx, (op,), {}, 0.5, [0.0] * 4, False, Server(units.tensor.rate))
-        ends.append(env.now)
-    env.process(consumer())
-    env.process(consumer())
+        yield from pl.run_ops(ctx, _tile_ops(), {}, 1 / 3, [0.0] * 4, False, Server(units.tensor.rate))
+        ends.append(env.now * gpu.clock_hz)
+    for _ in range(n_tiles):
+        env.process(consumer())
     env.run()
-    tile_s = 8192 / (gpu.exp_per_clock_per_sm * gpu.clock_hz)
-    assert ends == [pytest.approx(2 * tile_s), pytest.approx(2 * tile_s)]
+    return ends
+
+
+def test_a_lone_softmax_tile_takes_the_probe_s_cycles():
+    assert _tiles_end(1) == [pytest.approx(1826874 / 2000)]
+
+
+@pytest.mark.parametrize("n, cycles", [(2, 2730300 / 2000), (3, 3660683 / 2000)])
+def test_tiles_started_together_finish_together_at_the_probe_s_cycles(n, cycles):
+    assert _tiles_end(n) == [pytest.approx(cycles)] * n
+
+
+@pytest.mark.parametrize("m, cycles", [(1, 2078163 / 2000), (2, 2471663 / 2000)])
+def test_a_tile_beside_busy_wgmma_streams_takes_the_probe_s_cycles(m, cycles):
+    assert _tiles_end(1, [1e6] * m) == [pytest.approx(cycles)]
+
+
+def test_a_stream_going_idle_mid_tile_speeds_the_rest_up():
+    """Beside one stream busy for the first 500 cycles: 500 cycles at 1/1.138 of the lone rate,
+    then the rest of the 913.4 lone cycles at the lone rate."""
+    lone, slow = 1826874 / 2000, 2078163 / 1826874
+    assert _tiles_end(1, [500.0]) == [pytest.approx(500.0 + lone - 500.0 / slow)]

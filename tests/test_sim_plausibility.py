@@ -105,9 +105,12 @@ def fa3_time(exp_per_clock):
 
 
 def test_fa3_time_falls_with_exp_throughput_while_exp_is_on_the_critical_path():
+    # the consumers' softmax tiles run at the SFU bound once it is slower than the probe's
+    # tile (compute.SoftmaxTileServer.sfu_scale); the GEMMs and the step's fixed costs do not
+    # scale, so doubling the exp rate takes the time to 0.5-0.6 of what it was
     slow, mid = fa3_time(2), fa3_time(4)
     assert slow.bound_by == "exp"
-    assert mid.time_s / slow.time_s == pytest.approx(0.5, rel=0.05)
+    assert 0.5 <= mid.time_s / slow.time_s <= 0.6
 
 
 def test_fa3_time_ignores_exp_throughput_once_softmax_hides_under_the_gemms():
@@ -115,8 +118,6 @@ def test_fa3_time_ignores_exp_throughput_once_softmax_hides_under_the_gemms():
     busiest = max(base.utilization, key=base.utilization.get)
     assert busiest == "tensor" and base.utilization["tensor"] > 0.65
     assert base.bound_by in ("tensor", "latency")
-    # within 1%: each consumer's own wgmma stream runs at half the SM's rate
-    # (machine.wgmma_stream_fraction), so its softmax stays on its critical path between its
-    # GEMMs by a little even when the two consumers keep the tensor cores busy (8x the exp
-    # rate: -0.8%)
+    # within 1%: above the probe's SFU rate the consumers' softmax tiles are latency-bound
+    # (compute.SoftmaxTileServer), so a faster SFU changes nothing
     assert faster.time_s == pytest.approx(base.time_s, rel=0.01)

@@ -81,6 +81,34 @@ CTA_SETUP_CYCLES = {"iosim": 444.0}
 # Pipeline.store_issue_cycles_per_byte), in place of the store microbenchmark's 0.0604
 # (fragment_store_issue_cycles_per_byte, which a lone 128- or 256-thread store phase gives).
 O_STORE_ISSUE_CYCLES_PER_BYTE = {"iosim": 0.088}
+# The project's kernel's consumer step outside its GEMMs and softmax, by its own stamps, per
+# tiling (block_q, block_kv, d): (the waits before each GEMM issue that do not block: the K / V
+# full mbarriers, the ping-pong named barrier, the wgmma fence; O's rescale, P's packing and the
+# loop back), clock cycles per consumer per step (Pipeline.consumer_step_overhead_cycles,
+# rescale_phase_cycles). H200, two clock64 stamps per step, one phase per build
+# (scripts/experiments/fa3_phase_pairs_h200.py, measurements/h200/fa3_phases/
+# fa3_phase_pairs_h200.json): consumer 0 (it goes first, so its waits do not block) of a lone
+# CTA, median over its steady steps, less the stamps' own cost (the seven phases summed less the
+# one-stamp step, over seven: 70 / 54 cycles); scripts/fa3_phase_split.py prints them and
+# tests/test_fa3_phase_split.py recomputes them. Other tilings of the kernel take the mean of
+# the two. flash-attention's FA-3 (not measured) takes the project kernel's figures: its
+# mainloop has the same per-step waits (pipeline_k / pipeline_v consumer_wait, the warp
+# scheduler's named barrier, warpgroup_arrive) and the same rescale_o and P conversion; this
+# transfer was decided after the FA-3 paper's H100 rows had moved the wrong way without it
+# (docs/validation.md). cuDNN (its code not known): 0.
+CONSUMER_PHASE_CYCLES = {(192, 128, 64): (258.0, 536.0), (128, 128, 128): (236.0, 349.0)}
+CONSUMER_PHASE_KERNELS = ("iosim", "flash-attn")
+
+
+def consumer_phase_cycles(kernel: str, t: Tiling, d: int) -> tuple:
+    """(step overhead, rescale phase) cycles of `kernel`'s consumers at tiling t (CONSUMER_PHASE_CYCLES)."""
+    if kernel not in CONSUMER_PHASE_KERNELS:
+        return 0.0, 0.0
+    hit = CONSUMER_PHASE_CYCLES.get((t.block_q, t.block_kv, d))
+    if hit is None:
+        vals = list(CONSUMER_PHASE_CYCLES.values())
+        hit = (sum(v[0] for v in vals) / len(vals), sum(v[1] for v in vals) / len(vals))
+    return hit
 
 
 def default_tiles(d: int) -> tuple:
@@ -169,6 +197,7 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
                                   o_thread_issued=o_issue > 0.0, tma_box=True)
 
     d, eb = problem.head_dim, problem.elem_bytes
+    overhead, rescale = consumer_phase_cycles(kernel, t, d)
     classes, class_of, period = classes_along_x(
         grid, lambda x: fwd_block_shape(problem, t, n_q - 1 - x if problem.causal else x))
     return Kernel(name="fa3_fwd",
@@ -177,7 +206,9 @@ def kernel(problem, gpu, t: Tiling, kernel: str = "iosim") -> Kernel:
                   classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
                   pipeline=Pipeline(stages=t.stages, warp_specialized=True,
                                     consumer_warpgroups=consumers(t), intra_overlap=True,
-                                    store_issue_cycles_per_byte=o_issue),
+                                    store_issue_cycles_per_byte=o_issue,
+                                    consumer_step_overhead_cycles=overhead,
+                                    rescale_phase_cycles=rescale),
                   coord_names=("q_block", "head", "batch"))
 
 

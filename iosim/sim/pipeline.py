@@ -39,9 +39,11 @@ from ..schedule import Loop
 from .memory import Server
 
 MEM, TENSOR, EXP, ALU = 0, 1, 2, 3
-# which of their ops ("exp", "alu") the consumer warpgroups of a warp-specialized wgmma loop run
-# on the SM's processor-sharing units (compute.SharedServer) rather than the FIFO ones
-SHARED_ELEMENTWISE = frozenset({"exp"})
+# the elementwise ops of a KV step (fa2.kv_iteration's names: the row max, scale and sum, the
+# exps, P's conversion, O's rescale) that a consumer warpgroup of a warp-specialized wgmma loop
+# runs as one softmax tile on its SM's compute.SoftmaxTileServer (the H200 probe's tile is
+# made of exactly these); its other elementwise ops (a mask) stay on the FIFO units
+SOFTMAX_TILE_OPS = frozenset({"softmax", "exp", "pack P", "rescale"})
 _STALL_SLOT = {"mma": TENSOR, "exp": EXP, "alu": ALU}
 
 
@@ -163,15 +165,16 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)
-        elif kind in SHARED_ELEMENTWISE and stream is not None:
-            yield from _shared_elementwise(ctx, op, share, stall)
+        elif stream is not None and op.name in SOFTMAX_TILE_OPS and kind != "mma":
+            yield from _softmax_tile_op(ctx, op, share, stall)
         elif kind in _STALL_SLOT:
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
             if stream is not None and kind == "mma":
-                # one warpgroup's dependent wgmma reach a fraction of the SM's rate
-                finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op) * share)[1])
+                # one warpgroup's wgmma group: its latency and its work (machine.MmaCost.stream_work)
+                finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op, share))[1])
+                units.note_wgmma(stream, finish)
             if kind != "mma" and ctx.mma is not None:
                 # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
                 # MMA stream pauses while they issue elementwise instructions; a measured
@@ -189,7 +192,10 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                     hold = ctx.mma.elementwise_hold(kind, op.count * share)
                 if hold:
                     _s, f2 = units.tensor.reserve(now, hold)
-                    finish = max(finish, f2)
+                    if stream is None:
+                        # the same warps issue the MMAs (mma.sync) and wait for them; a wgmma
+                        # consumer's MMAs run asynchronously: its hold delays them, not it
+                        finish = max(finish, f2)
             stall[_STALL_SLOT[kind]] += start - now
             yield env.timeout(finish - now)
         elif kind == "barrier" and op.cycles and ctx.cycle_s:
@@ -202,29 +208,32 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         yield env.timeout(pending_s - env.now)
 
 
-def _shared_elementwise(ctx: CtaContext, op, share: float, stall: list):
-    """An Exp or Alu op of a consumer warpgroup (a warp-specialized wgmma loop) on the SM's
-    processor-sharing unit (compute.SharedServer): the consumers in their softmax at once
-    share the exp / ALU pipes instruction by instruction. The rest as run_ops' FIFO units:
-    the MMA stream's issue-slot hold (machine.MmaCost.elementwise_hold, alu_hold), a measured
-    phase as a floor and a measured barrier after it."""
+def _softmax_tile_op(ctx: CtaContext, op, share: float, stall: list):
+    """One of a consumer warpgroup's softmax-tile ops (SOFTMAX_TILE_OPS; a warp-specialized
+    wgmma loop) on its SM's compute.SoftmaxTileServer: its count at the probe's lone-warpgroup
+    cycles per op, the consumers in their tiles at once and the SM's busy wgmma streams slowing
+    it as measured (slower on an SM whose SFU is slower than the probe's: SoftmaxTileServer.
+    sfu_scale). Its issue slots still hold the SM's MMA stream (machine.MmaCost.
+    elementwise_hold), which delays the MMAs, not this warpgroup (its wgmma are asynchronous);
+    a measured phase (Alu.phase_cycles_per_op) is a floor and a measured barrier follows."""
     env, mma = ctx.env, ctx.mma
-    kind, now = op.kind, ctx.env.now
-    amount = _work(op) * share
-    unit = ctx.units.shared(env, kind)
+    kind, now = op.kind, env.now
+    tiles = ctx.units.softmax_tiles(env)
+    amount = op.count * share * tiles.cycles_per_op * ctx.cycle_s * tiles.sfu_scale(
+        ctx.units.exp.rate * ctx.cycle_s)
     finish = now
     if mma is not None:
         if kind == "alu":
             hold = mma.alu_hold(op, op.count * share)
             phase = mma.phase_s(op, op.count * share)
             if phase:
-                finish = now + phase
+                finish = max(finish, now + phase)
         else:
             hold = mma.elementwise_hold(kind, op.count * share)
         if hold:
-            finish = max(finish, ctx.units.tensor.reserve(now, hold)[1])
-    yield unit.request(amount)
-    stall[_STALL_SLOT[kind]] += max(0.0, env.now - now - amount / unit.rate)
+            ctx.units.tensor.reserve(now, hold)
+    yield tiles.request(amount)
+    stall[_STALL_SLOT[kind]] += max(0.0, env.now - now - amount)
     finish = max(finish, env.now)
     if mma is not None and kind == "alu":
         finish += mma.barrier_s(op)
@@ -455,15 +464,21 @@ class _Consumers:
         self.streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
                         if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
         self.turns = _Turns(ctx.env, n_consumers)
+        pipe = ctx.pipe
+        # the kernel's measured per-step costs (Pipeline.consumer_step_overhead_cycles,
+        # rescale_phase_cycles; 0 where not measured), in seconds
+        self.overhead_s = getattr(pipe, "consumer_step_overhead_cycles", 0.0) * ctx.cycle_s
+        self.rescale_s = getattr(pipe, "rescale_phase_cycles", 0.0) * ctx.cycle_s
 
     def _stall(self, c: int) -> list:
         return self.ctx.stall if c == 0 else [0.0, 0.0, 0.0, 0.0]
 
     def gemm_work(self, ops, c: int) -> tuple:
-        """(SM tensor work, the consumer's own stream work) of a GEMM group's ops."""
+        """(SM tensor work, the consumer's own stream work) of a GEMM group's ops: each op one
+        wgmma group of the consumer's share, its latency included (machine.MmaCost.stream_work)."""
         mma = self.ctx.mma
         w = sum(_work(op, mma) for op in ops) * self.share
-        ws = (sum(mma.stream_work(op) for op in ops) * self.share
+        ws = (sum(mma.stream_work(op, self.share) for op in ops)
               if self.streams[c] is not None else 0.0)
         return w, ws
 
@@ -471,14 +486,29 @@ class _Consumers:
         """Wait for the consumer's turn, issue the GEMMs (in order on the SM's tensor server
         and the consumer's stream), pass the turn on; their finish times."""
         yield from self.turns.wait(c, stall)
+        if self.overhead_s:
+            # the step's waits that do not block (the K / V full barriers, the ping-pong's
+            # named barrier) and the wgmma fence cost their measured cycles, in turn
+            yield self.ctx.env.timeout(self.overhead_s)
         now, done, stream = self.ctx.env.now, [], self.streams[c]
         for w, ws in works:
             f = self.ctx.units.tensor.reserve(now, w)[1]
             if stream is not None:
                 f = max(f, stream.reserve(now, ws)[1])
             done.append(f)
+        if stream is not None and done:
+            self.ctx.units.note_wgmma(stream, max(done))
         self.turns.pass_on()
         return done
+
+    def post(self, ops, my_vars: dict, c: int, stall: list):
+        """The ops after the softmax (O's rescale, P's conversion), at least the kernel's
+        measured phase for them (Pipeline.rescale_phase_cycles)."""
+        env = self.ctx.env
+        t0 = env.now
+        yield from run_ops(self.ctx, ops, my_vars, self.share, stall, c == 0, self.streams[c])
+        if self.rescale_s and env.now < t0 + self.rescale_s:
+            yield env.timeout(t0 + self.rescale_s - env.now)
 
     def wait_until(self, t: float, stall: list):
         env = self.ctx.env
@@ -510,8 +540,8 @@ class _Consumers:
             done = yield from self.issue_in_turn(c, (w0,), stall)
             yield from self.wait_until(done[0], stall)
             first.release(j)
-            yield from run_ops(self.ctx, soft + post, my_vars, self.share, stall, c == 0,
-                               self.streams[c])
+            yield from run_ops(self.ctx, soft, my_vars, self.share, stall, c == 0, self.streams[c])
+            yield from self.post(post, my_vars, c, stall)
             yield from others.wait(j, stall)
             done = yield from self.issue_in_turn(c, (w1,), stall)
             yield from self.wait_until(done[0], stall)
@@ -544,7 +574,7 @@ class _Consumers:
             if j:
                 yield from self.wait_until(done[1], stall)   # P_{j-1} V_{j-1}
                 release_v(j - 1)
-            yield from run_ops(self.ctx, post, my_vars, self.share, stall, c == 0, self.streams[c])
+            yield from self.post(post, my_vars, c, stall)
         if n:
             yield from others.wait(n - 1, stall)
             done = yield from self.issue_in_turn(c, (w1,), stall)

@@ -544,13 +544,24 @@ fa3_fwd(const u16* __restrict__ Q, const u16* __restrict__ K, const u16* __restr
     // Experiments only (scripts/experiments/fa3_phase_stamps_h200.py): -DIOSIM_PHASE_STAMPS=n
     // (with IOSIM_STAMPS) makes PSTAMP(j, e) write thread 0 of consumer c's clock64 at event e
     // (0..7) of KV step j < 8 into the trace buffer after the CTAs' 16 stamp slots, for the
-    // first n CTAs (linear index): [cta][c][j][e], 3 · 8 · 8 slots per CTA.
+    // first n CTAs (linear index): [cta][c][j][e], 3 · 8 · 8 slots per CTA; -DIOSIM_PHASE_MASK=m
+    // stamps only the events e whose bit is set in m (default all: 0xff), so that a build with
+    // two stamps per step times one phase with less perturbation
+    // (scripts/experiments/fa3_phase_pairs_h200.py).
 #if defined(IOSIM_PHASE_STAMPS) && defined(IOSIM_STAMPS) && !defined(IOSIM_TRACE)
     const unsigned long long cta_lin = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     u64* const pst = trace + 16ull * gridDim.x * gridDim.y * gridDim.z + cta_lin * 192 + c * 64;
     const bool pst_on = t == 0 && cta_lin < IOSIM_PHASE_STAMPS;
-#define PSTAMP(j, e) do { if (pst_on && (j) < 8) { unsigned long long c_; \
-        asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_) :: "memory"); pst[(j) * 8 + (e)] = c_; } } while (0)
+#ifndef IOSIM_PHASE_MASK
+#define IOSIM_PHASE_MASK 0xff                      // which events e are stamped (bit e)
+#endif
+#ifdef IOSIM_PHASE_NOCLOBBER                       // the clock read without the memory clobber
+#define PSTAMP_CLOCK(c_) asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_))
+#else
+#define PSTAMP_CLOCK(c_) asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_) :: "memory")
+#endif
+#define PSTAMP(j, e) do { if (((IOSIM_PHASE_MASK) >> (e) & 1) && pst_on && (j) < 8) { unsigned long long c_; \
+        PSTAMP_CLOCK(c_); pst[(j) * 8 + (e)] = c_; } } while (0)
 #else
 #define PSTAMP(j, e) do {} while (0)
 #endif
