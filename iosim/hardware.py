@@ -75,6 +75,8 @@ PLAUSIBLE = {
     "cta_turnover_fragment_store_cycles": (0, 1e5),
     "fragment_store_issue_cycles_per_byte": (0, 10),
     "l2_fragment_store_bandwidth_bytes_per_s": (1e9, 1e15),
+    "dram_partial_sector_write_cost_bytes": (0, 1e4),
+    "dram_line_misaligned_stream_factor": (1, 10),
     "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
 }
 
@@ -287,6 +289,14 @@ class GpuSpec(_Spec):
     l2_fragment_store_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     # - extra cycles the CTA's slot stays unavailable after its exit
     cta_turnover_fragment_store_cycles: Optional[float] = _figure(None, ge=0)
+    # DRAM time (in bytes at the read rate) one write of part of a 32-byte sector costs beyond
+    # its bytes, where the sector's other part is written by another CTA (Store.partial_sectors,
+    # machine.partial_sector_write_cost_bytes); None: not modelled
+    dram_partial_sector_write_cost_bytes: Optional[float] = _figure(None, ge=0)
+    # DRAM time of a byte of a row stream read or written with plain loads / stores whose rows
+    # start off the 128-byte line, over an aligned one's (Load / Store.line_misaligned,
+    # machine.line_misaligned_dram_factor); None: not modelled
+    dram_line_misaligned_stream_factor: Optional[float] = _figure(None, ge=1)
     features: Features = _figure()
     sources: dict[str, str] = _figure()
 

@@ -217,6 +217,28 @@ def fragment_store_issue_s_per_byte(gpu) -> float:
     return cpb / gpu.clock_hz if cpb else 0.0
 
 
+def partial_sector_write_cost_bytes(gpu) -> float:
+    """DRAM time, in bytes at the read rate, that one write of part of a 32-byte sector costs
+    beyond its bytes, where another CTA writes the sector's other part (Store.partial_sectors):
+    GpuSpec.dram_partial_sector_write_cost_bytes, 0 where not given. H200: a store kernel
+    writing the same 432 MB as 128 × 256 tiles ran at 3.11 TB/s at pitch 6000 B (odd rows start
+    mid-sector: 864,000 partial writes) against 3.84 TB/s (median) at pitches on the sector grid,
+    and Nsight Compute saw the same DRAM bytes either way (measurements/h200/gemm_pitch/,
+    scripts/partial_sector_cost.py derives the figure)."""
+    return getattr(gpu, "dram_partial_sector_write_cost_bytes", None) or 0.0
+
+
+def line_misaligned_dram_factor(gpu) -> float:
+    """DRAM time of a byte of a misaligned row stream (Load / Store.line_misaligned) over an
+    aligned one's: GpuSpec.dram_line_misaligned_stream_factor, 1 where not given. H200: the
+    project's softmax kernel's copy-only variant (S read, P written, plain 16-byte loads and
+    stores, a warp per row) at B 2, H 16 streamed a median 3.22 TB/s at the 11 pitches off the
+    128-byte line from N 1992 to 7000 and 3.74 TB/s at the 9 on it, group by group (N ~2000,
+    ~3000, ~5000, ~7000, so at like CTAs per SM) 1.12-1.20 times slower; the median of the
+    groups' ratios (measurements/h200/softmax_pitch/, scripts/line_misaligned_factor.py)."""
+    return getattr(gpu, "dram_line_misaligned_stream_factor", None) or 1.0
+
+
 def fragment_store_l2_cost(gpu) -> float:
     """L2↔SM bytes of port time one byte of a plain store in the fragment layout takes: the
     L2 bandwidth over the rate at which the L2 takes such stores from all SMs together

@@ -43,6 +43,11 @@ class Load:
     # row-statistic copies, iosim_common.cuh cp_async4, which cannot be .cg); a hit crosses no
     # L2→SM bytes (sim/l1.py). False: the copy bypasses L1 (cp.async.cg, TMA), as all others
     l1: bool = False
+    # line_misaligned: a row stream the SM's threads read with plain loads (LDG, a warp
+    # instruction per 512 bytes) whose rows start off the 128-byte line (standard attention's
+    # softmax at N·bytes not a multiple of 128): its DRAM bytes take longer
+    # (machine.line_misaligned_dram_factor). TMA and the flash kernels' tiles never are.
+    line_misaligned: bool = False
     kind = "load"
 
 
@@ -61,7 +66,11 @@ class Store:
     cuDNN, cuBLAS epilogues; the default) or "fragment" (straight from the MMA accumulator
     fragments, one 4-byte st.global per lane, a warp instruction writing 8 rows x 16 bytes:
     the project's fa2_fwd.cu / fa3_fwd.cu / fa1_fwd.cu O and fa2_bwd.cu dK/dV), which costs
-    the storing threads, the L2 and the slot's turnover more (machine.fragment_store_*)."""
+    the storing threads, the L2 and the slot's turnover more (machine.fragment_store_*).
+    `partial_sectors`: the 32-byte sectors the tile writes only part of, their other part
+    written by another CTA (a row pitch or tile width off the sector:
+    algorithms.common.partial_sector_writes); each costs DRAM time beyond its bytes
+    (machine.partial_sector_write_cost_bytes)."""
 
     tensor: str
     coord: Coord
@@ -72,6 +81,8 @@ class Store:
     reduce_layout: str = "fragment"
     thread_issued: bool = False
     layout: str = "coalesced"
+    partial_sectors: int = 0
+    line_misaligned: bool = False    # as Load.line_misaligned, for plain stores (STG)
     kind = "store"
 
 
@@ -190,6 +201,10 @@ class Totals:
     reduce_bytes: int = 0    # of those, bytes stored by `reduce` (atomic accumulate) stores
     reduce_coalesced_bytes: int = 0   # of those, in the coalesced layout (Store.reduce_layout)
     fragment_store_bytes: int = 0     # plain (non-reduce) stores in Store.layout "fragment"
+    partial_sector_writes: int = 0    # Store.partial_sectors summed
+    # bytes of Load / Store.line_misaligned ops (loads per tensor)
+    misaligned_load_bytes: Counter = field(default_factory=Counter)
+    misaligned_store_bytes: int = 0
     oob_load_bytes: int = 0  # Load.oob_bytes: L2→SM bytes of no tensor (in bytes_loaded)
     l1_load_bytes: int = 0   # of the load bytes, those of Load.l1 copies (which may hit in L1)
     loads: int = 0
@@ -210,6 +225,10 @@ class Totals:
         self.reduce_bytes += other.reduce_bytes * times
         self.reduce_coalesced_bytes += other.reduce_coalesced_bytes * times
         self.fragment_store_bytes += other.fragment_store_bytes * times
+        self.partial_sector_writes += other.partial_sector_writes * times
+        for t, b in other.misaligned_load_bytes.items():
+            self.misaligned_load_bytes[t] += b * times
+        self.misaligned_store_bytes += other.misaligned_store_bytes * times
         self.oob_load_bytes += other.oob_load_bytes * times
         self.l1_load_bytes += other.l1_load_bytes * times
         self.mma_flops += other.mma_flops * times
@@ -240,10 +259,15 @@ def program_totals(program: tuple) -> Totals:
             t.oob_load_bytes += item.oob_bytes
             if item.l1:
                 t.l1_load_bytes += item.bytes
+            if item.line_misaligned:
+                t.misaligned_load_bytes[item.tensor] += item.bytes
             t.loads += 1
         elif isinstance(item, Store):
             t.store_bytes[item.tensor] += item.bytes
             t.stores += 1
+            t.partial_sector_writes += item.partial_sectors
+            if item.line_misaligned:
+                t.misaligned_store_bytes += item.bytes
             if item.reduce:
                 t.reduce_bytes += item.bytes
                 if item.reduce_layout == "coalesced":

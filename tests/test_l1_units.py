@@ -170,11 +170,12 @@ class _Mem:
     def __init__(self):
         self.calls = []
 
-    def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False):
         self.calls.append(("load", key))
         return now_s + 1.0
 
-    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced", partial_sectors=0,
+              misaligned=False):
         self.calls.append(("store", key))
         return now_s + 2.0
 

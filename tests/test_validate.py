@@ -77,8 +77,9 @@ def test_the_dataset_covers_every_kind_of_row(validation):
     assert any(not r.train for r in rows) and any(r.train for r in rows)
 
 
-@NOT_YET   # the holdout set's standard attention at N 3000: cuBLAS ran 128x304 / 64x304 tiles
-# (standard.gemm_tile's rule picks 256x128): -12.1%; every attention kernel's row is within 1%
+@NOT_YET   # standard attention off the powers of two, where cuBLAS ran tiles standard.gemm_tile's
+# rule does not pick (holdout N 3000 -12.1%, oddn N 2944 -11.1%; test_validate_budgets.py
+# CUBLAS_ODD_TILES); every attention kernel's row is within 1%
 def test_project_l2_to_sm_bytes_within_budget(validation):
     rows, s = validation
     assert s["project"]["l2_to_sm_bytes"]["max_abs_err"] <= BUDGETS["project"]["l2_to_sm_bytes_max_abs_err"]
@@ -107,10 +108,20 @@ def test_project_time_mape_within_budget(validation):
 def test_project_time_max_error_within_budget(validation):
     # 13.3% over the first four sweeps since FA-3's consumer model from its phase stamps
     # (compute.SoftmaxTileServer, wgmma group latency, fa3.CONSUMER_PHASE_CYCLES; was 17.4%,
-    # iosim-fa3-fwd-N512-d64-causal); the holdout set's standard N 3000 row (cuBLAS's odd
-    # tiles, above) is -17.6%. The flash kernels alone meet it (next test).
+    # iosim-fa3-fwd-N512-d64-causal). Standard attention off the powers of two misses it: the
+    # oddn sweep's N 3500 (-47.8%: its pitch is off 16 bytes, cuBLAS runs Ampere kernels the
+    # model does not describe), N 5000 (-20.9%: cuBLAS's 152x256 tile), and the softmax's
+    # -8..-21% on those rows. The flash kernels alone meet it, and so do the held-out rows
+    # (next tests).
     _, s = validation
     assert s["project"]["time"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
+
+
+def test_project_held_out_time_max_error_within_budget(validation):
+    # met since partial-sector writes are charged (machine.partial_sector_write_cost_bytes,
+    # from the pitch probe): the holdout standard N 3000 row -17.6% -> -9.2%; worst now 11.7%
+    _, s = validation
+    assert s["project"]["time_held_out"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
 
 
 def test_project_flash_kernels_time_max_error_within_budget(validation):

@@ -3,6 +3,8 @@ ragged edges, and the check that a tiling fits the GPU."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from math import gcd
 
 from ..errors import IosimError
 from ..machine import grid_index, occupancy  # noqa: F401  (re-exported for generators)
@@ -13,6 +15,33 @@ ACC_BYTES = 4   # fp32 accumulators (dQ accumulation buffer)
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+SECTOR_BYTES = 32   # the L2's and DRAM's unit of transfer (a 128-byte line holds 4)
+
+
+@lru_cache(maxsize=4096)
+def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes: int,
+                          pitch_bytes: int) -> int:
+    """Writes of part of a 32-byte sector when one CTA stores rows [first_row, first_row+rows)
+    of a row-major tensor (row pitch `pitch_bytes`), each row's segment [col_bytes,
+    col_bytes + width_bytes): a segment edge off the sector grid leaves that sector's other part
+    to the CTA storing the neighbouring segment. A tile of whole rows (width = pitch) is one
+    contiguous range: only its two ends count. Offsets are within one matrix (a batched
+    tensor's matrices start on the sector grid when N·N·bytes is a multiple of 32)."""
+    s = SECTOR_BYTES
+    if width_bytes == pitch_bytes:
+        start, end = first_row * pitch_bytes, (first_row + rows) * pitch_bytes
+        return (start % s != 0) + (end % s != 0)
+    p = pitch_bytes % s
+    period = s // gcd(p, s)       # rows after which the edges' offsets repeat
+
+    def edges(r: int) -> int:
+        start = (r * p + col_bytes) % s
+        return (start != 0) + ((start + width_bytes) % s != 0)
+    per = [edges((first_row + k) % period) for k in range(period)]
+    full, rest = divmod(rows, period)
+    return full * sum(per) + sum(per[:rest])
 
 
 def rows_in_block(i: int, block: int, length: int) -> int:

@@ -37,7 +37,7 @@ from functools import partial
 from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_by_edges, loop)
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
-                     rows_in_block)
+                     partial_sector_writes, rows_in_block)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
 
 BK = 64                 # K-loop step of every GEMM (elements); cuBLAS's sm90 kernels step 64
@@ -109,7 +109,9 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     # the ragged last K step only when there is one (its body is not built otherwise)
     prog = [*loop("k", 0, full, step(BK)),
             *(loop("k", full, full + 1, step(tail)) if tail else ())]
-    prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb)]
+    partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
+    prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb,
+                              partial_sectors=partial)]
     return tuple(prog)
 
 
@@ -159,15 +161,25 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
 
 
 # ---- row kernels ----------------------------------------------------------------------
+def line_misaligned(problem) -> bool:
+    """Whether S's / P's rows (N·bytes apart) start off the 128-byte line: the softmax's
+    plain row loads and stores then stream slower (Load.line_misaligned)."""
+    return (problem.seq_kv * problem.elem_bytes) % LINE_BYTES != 0
+
+
 def softmax_program(problem, gpu, b, h, i) -> tuple:
     n, eb = problem.seq_kv, problem.elem_bytes
     rows = rows_in_block(i, ROWS_PER_CTA, problem.seq_q)
+    mis = line_misaligned(problem)
     mask = (Alu("mask", rows * n),) if problem.causal else ()
     if single_pass(problem, gpu):   # the CTA's rows of S sit in shared memory
-        return (Load("S", (b, h, i), rows, n, rows * n * eb), *mask,
+        return (Load("S", (b, h, i), rows, n, rows * n * eb, line_misaligned=mis), *mask,
                 Alu("max", rows * n), Exp("exp", 2 * rows * n),   # for the sum, then for P
                 Alu("sum", rows * n),
-                Alu("scale", rows * n), Store("P", (b, h, i), rows, n, rows * n * eb))
+                Alu("scale", rows * n),
+                Store("P", (b, h, i), rows, n, rows * n * eb,
+                      partial_sectors=partial_sector_writes(i * ROWS_PER_CTA, rows, 0, n * eb,
+                                                            n * eb), line_misaligned=mis))
     full, tail = divmod(n, SOFTMAX_CHUNK)
 
     def chunks(body_of) -> tuple:
@@ -175,15 +187,15 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
                 *(loop("c", full, full + 1, body_of(tail)) if tail else ()))
 
     def pass1(w):   # online row max and sum of exp
-        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb),
+        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb, line_misaligned=mis),
                 *((Alu("mask", rows * w),) if problem.causal else ()),
                 Alu("online max,sum", 2 * rows * w), Exp("exp", rows * w))
 
     def pass2(w):   # recompute exp(S − m)/l and store P
-        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb),
+        return (Load("S", (b, h, i, "c"), rows, w, rows * w * eb, line_misaligned=mis),
                 *((Alu("mask", rows * w),) if problem.causal else ()),
                 Exp("exp", rows * w), Alu("subtract,scale", 2 * rows * w),
-                Store("P", (b, h, i, "c"), rows, w, rows * w * eb))
+                Store("P", (b, h, i, "c"), rows, w, rows * w * eb, line_misaligned=mis))
     return chunks(pass1) + chunks(pass2)
 
 
@@ -209,11 +221,15 @@ def ds_program(problem, t: Tiling, b, h, i, j) -> tuple:
     eb = problem.elem_bytes
     rm = rows_in_block(i, t.block_q, problem.seq_q)
     cn = rows_in_block(j, t.block_kv, problem.seq_kv)
-    return (Load("P", (b, h, i, j), rm, cn, rm * cn * eb),
-            Load("dP", (b, h, i, j), rm, cn, rm * cn * eb),
+    mis = line_misaligned(problem)
+    return (Load("P", (b, h, i, j), rm, cn, rm * cn * eb, line_misaligned=mis),
+            Load("dP", (b, h, i, j), rm, cn, rm * cn * eb, line_misaligned=mis),
             Load("D", (b, h, i), rm, 1, rm * STAT_BYTES),
             Alu("dS=P*(dP-D)", 2 * rm * cn),
-            Store("dS", (b, h, i, j), rm, cn, rm * cn * eb))
+            Store("dS", (b, h, i, j), rm, cn, rm * cn * eb,
+                  partial_sectors=partial_sector_writes(i * t.block_q, rm, j * t.block_kv * eb,
+                                                        cn * eb, problem.seq_kv * eb),
+                  line_misaligned=mis))
 
 
 # ---- schedule -----------------------------------------------------------------------
@@ -239,6 +255,10 @@ def stages_that_fit(bm: int, bn: int, most: int, gpu, eb: int) -> int:
     return 1
 
 
+# a TMA descriptor's global strides must be multiples of 16 bytes (CUDA driver API,
+# cuTensorMapEncodeTiled: globalStrides); cuBLAS's sm90 kernels load through TMA
+TMA_STRIDE_ALIGN_BYTES = 16
+LINE_BYTES = 128   # an L2 cache line (4 sectors)
 MIN_TILE = 64   # the smallest tile side of cuBLAS's sm90 kernels seen on the H200 (64x64_64x13)
 
 
@@ -330,4 +350,9 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()))
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
+    if gpu.features.tma and (problem.seq_kv * problem.elem_bytes) % TMA_STRIDE_ALIGN_BYTES:
+        notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
+                  f"{TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, and cuBLAS runs "
+                  "Ampere kernels (mma.sync, 4-byte copies) instead of the Hopper ones modelled "
+                  "here: measured 2x slower on the H200 (N 3500; measurements/h200/gemm_pitch/)",)
     return Schedule("standard", problem, tilings, tuple(kernels), notes)

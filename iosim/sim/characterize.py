@@ -22,7 +22,8 @@ from collections import defaultdict
 import simpy
 
 from ..machine import (copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
-                       reduce_l2_costs, fragment_store_issue_s_per_byte, fragment_store_l2_cost)
+                       reduce_l2_costs, fragment_store_issue_s_per_byte, fragment_store_l2_cost,
+                       line_misaligned_dram_factor)
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -47,10 +48,10 @@ def shape_key(items) -> tuple:
         if kind == "loop":
             out.append(("loop", item.count, shape_key(item.body)))
         elif kind == "load":
-            out.append(("load", item.tensor, item.bytes, item.oob_bytes))
+            out.append(("load", item.tensor, item.bytes, item.oob_bytes, item.line_misaligned))
         elif kind == "store":
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
-                        item.layout))
+                        item.layout, item.partial_sectors, item.line_misaligned))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind == "alu":
@@ -103,7 +104,8 @@ class _WaitPointMemory(ExpectedMemory):
         """The wave's wait points (tensors → latency; ("store", tensor) → acceptance)."""
         self.wait_point_s, self.opening_s = points, openings(points)
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
+             misaligned: bool = False) -> float:
         at, tensors = self._point
         if at != now_s or tensor in tensors:
             tensors = ()
@@ -115,15 +117,17 @@ class _WaitPointMemory(ExpectedMemory):
             # (the wave measured issue to last tile over all of its loads)
             latency_s = self.opening_s.get(tensors)
         if latency_s is None:
-            return super().load(key, tensor, nbytes, now_s, oob_bytes)
+            return super().load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
         own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s
         return max(own_s, now_s + latency_s)
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
-              layout: str = "coalesced") -> float:
+              layout: str = "coalesced", partial_sectors: int = 0,
+              misaligned: bool = False) -> float:
         self._point = (None, ())
         latency_s = self.wait_point_s.get(("store", tensor))
-        accepted = super().store(key, tensor, nbytes, reduce, now_s, layout)
+        accepted = super().store(key, tensor, nbytes, reduce, now_s, layout, partial_sectors,
+                                 misaligned)
         return accepted if latency_s is None else max(accepted, now_s + latency_s)
 
 
@@ -152,7 +156,8 @@ class Characterizer:
         mem = (ExpectedMemory if points is None else _WaitPointMemory)(
             Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items), position,
-            reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu))
+            reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu),
+            line_misaligned_dram_factor(gpu))
         if points is not None:
             mem.use_points(points)
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)

@@ -20,7 +20,8 @@ from ..gcpause import full_collections_deferred
 from ..schedule import program_totals
 from .characterize import Characterizer, shape_key, split_segments
 from ..machine import (SmRates, dram_read_rate, dram_write_cost, dram_write_cost_at,
-                       reduce_l2_costs, tensor_server_busy_s, fragment_store_l2_cost)
+                       reduce_l2_costs, tensor_server_busy_s, fragment_store_l2_cost,
+                       partial_sector_write_cost_bytes, line_misaligned_dram_factor)
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .first_wave import first_wave_loads, first_wave_prologues, tail_wave_start
 from .fluid import ClassCosts, FluidMachine, run_kernel
@@ -39,14 +40,19 @@ DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2
 
 
 def segment_bytes(program, miss: dict, dram_store_ratio: float,
-                  reduce_cost: dict | None = None, fragment_store_cost: float = 1.0) -> tuple:
+                  reduce_cost: dict | None = None, fragment_store_cost: float = 1.0,
+                  partial_sector_cost: float = 0.0, misaligned_factor: float = 1.0) -> tuple:
     """Per segment: (L2↔SM bytes, expected DRAM-server bytes, the fraction of its load bytes that
     wait for DRAM: misses and hits on lines still in flight, capped at 1). Write-backs are
     DRAM bytes nobody waits for: a load that hits in L2 does not queue behind them. The L2
     figure counts a reduced byte as reduce_cost[layout] port bytes (machine.reduce_l2_costs),
     a plain fragment-layout stored byte as fragment_store_cost (machine.fragment_store_l2_cost).
     dram_store_ratio: DRAM-server bytes per stored byte, i.e. the share written back times
-    machine.dram_write_cost (a written byte's DRAM time in read-rate bytes)."""
+    machine.dram_write_cost (a written byte's DRAM time in read-rate bytes). Each partial-sector
+    write (Store.partial_sectors) adds partial_sector_cost DRAM-server bytes
+    (machine.partial_sector_write_cost_bytes), charged when stored, as exact mode does; the
+    DRAM bytes of misaligned row streams (Load / Store.line_misaligned) take misaligned_factor
+    times as long (machine.line_misaligned_dram_factor)."""
     rc = reduce_cost or {}
     frag, coal = rc.get("fragment", 1.0), rc.get("coalesced", 1.0)
     l2, dram, wait = [], [], []
@@ -56,8 +62,13 @@ def segment_bytes(program, miss: dict, dram_store_ratio: float,
                   + (t.reduce_bytes - t.reduce_coalesced_bytes) * (frag - 1.0)
                   + t.reduce_coalesced_bytes * (coal - 1.0)
                   + t.fragment_store_bytes * (fragment_store_cost - 1.0))
+        extra = misaligned_factor - 1.0
         dram.append(sum(b * miss.get(tn, (0.0, 0.0))[0] for tn, b in t.load_bytes.items())
-                    + t.bytes_stored * dram_store_ratio)
+                    + t.bytes_stored * dram_store_ratio
+                    + t.partial_sector_writes * partial_sector_cost
+                    + extra * (sum(b * miss.get(tn, (0.0, 0.0))[0]
+                                   for tn, b in t.misaligned_load_bytes.items())
+                               + t.misaligned_store_bytes * dram_store_ratio))
         wait.append(sum(b * min(1.0, miss.get(tn, (0.0, 0.0))[1])
                         for tn, b in t.load_bytes.items()) / t.bytes_loaded
                     if t.bytes_loaded else 0.0)
@@ -140,17 +151,20 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
     reduce_cost = reduce_l2_costs(characterizer.gpu)
     frag_cost = fragment_store_l2_cost(characterizer.gpu)
+    partial_cost = (partial_sector_write_cost_bytes(characterizer.gpu),
+                    line_misaligned_dram_factor(characterizer.gpu))
     for ci, (c_miss, c_key) in enumerate(cohorts):
         for p, shape in zip(info.programs, info.shapes):
             ab = bytes_by_shape.get((shape, ci))
             if ab is None:
                 wc = (dram_write_cost(characterizer.gpu) if write_cost is None
                       else write_cost)                # DRAM time of a written byte
-                ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost, frag_cost)
+                ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost, frag_cost,
+                                   *partial_cost)
                 if fill is not None:
                     # while the L2 fills, stores cost DRAM only their reductions' reads
                     ab = (*ab, segment_bytes(p, c_miss, fill.dram_per_stored_byte,
-                                             reduce_cost, frag_cost)[1],
+                                             reduce_cost, frag_cost, *partial_cost)[1],
                           tuple(program_totals(seg).bytes_stored for seg in split_segments(p)))
                 bytes_by_shape[shape, ci] = ab
             prof = profiles_by_shape.get((shape, c_key))
@@ -190,7 +204,8 @@ def _burst_span(info: KernelInfo, miss: dict, dram_scale: float, gpu, group: int
     its data: the group's mean first-segment bytes at the shared bandwidths. dram_scale:
     DRAM-server bytes per stored byte (segment_bytes' dram_store_ratio)."""
     n_cls = len(info.programs)
-    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu), fragment_store_l2_cost(gpu))
+    first = [segment_bytes(p, miss, dram_scale, reduce_l2_costs(gpu), fragment_store_l2_cost(gpu),
+                           partial_sector_write_cost_bytes(gpu), line_misaligned_dram_factor(gpu))
              for p in info.programs]
     mean_l2 = sum(b[0][0] for b in first) / n_cls
     mean_dram = sum(b[1][0] for b in first) / n_cls

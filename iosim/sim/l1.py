@@ -228,19 +228,22 @@ class L1Front:
         self.mem, self.l1, self.tensors, self.latency_s = mem, l1, tensors, latency_s
         self.counts = counts            # the kernel's {"l1_hit_bytes": ..., "l1_load_bytes": ...}
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
+             misaligned: bool = False) -> float:
         if tensor in self.tensors:
             self.counts["l1_load_bytes"] += nbytes
             if self.l1.load(key, nbytes):
                 self.counts["l1_hit_bytes"] += nbytes
                 return now_s + self.latency_s
-        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
-              layout: str = "coalesced") -> float:
+              layout: str = "coalesced", partial_sectors: int = 0,
+              misaligned: bool = False) -> float:
         if not reduce:
             self.l1.stack.touch(key, nbytes)
-        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        return self.mem.store(key, tensor, nbytes, reduce, now_s, layout, partial_sectors,
+                              misaligned)
 
 
 def exact_l1(gpu, kernel, ctas_per_sm: int):

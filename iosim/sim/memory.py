@@ -118,11 +118,13 @@ def l2_dirty_capacity_bytes(gpu) -> float:
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
     """Exact mode's memory on `gpu` with an LRU of `l2_capacity_bytes` (the engine's, and the
     fast mode's short wave simulations, wave_queue.py)."""
-    from ..machine import dram_write_cost, fragment_store_l2_cost, reduce_l2_costs
+    from ..machine import (dram_write_cost, fragment_store_l2_cost, line_misaligned_dram_factor,
+                           partial_sector_write_cost_bytes, reduce_l2_costs)
     lru = TileLru(l2_capacity_bytes, l2_dirty_capacity_bytes(gpu))
     return ExactMemory(lru, Server(gpu.l2_bandwidth_bytes_per_s),
                        dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
-                       reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu))
+                       reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu),
+                       partial_sector_write_cost_bytes(gpu), line_misaligned_dram_factor(gpu))
 
 
 class TileLru:
@@ -222,8 +224,13 @@ class ExactMemory:
 
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
                  l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None,
-                 dram_write_cost: float = 1.0, fragment_store_cost: float = 1.0):
+                 dram_write_cost: float = 1.0, fragment_store_cost: float = 1.0,
+                 partial_sector_cost: float = 0.0, misaligned_factor: float = 1.0):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        # machine.partial_sector_write_cost_bytes: DRAM time per Store.partial_sectors write
+        self.partial_sector_cost = partial_sector_cost
+        # machine.line_misaligned_dram_factor: DRAM time of a byte of a misaligned row stream
+        self.misaligned_extra = misaligned_factor - 1.0
         # machine.fragment_store_l2_cost: port bytes per byte of a plain fragment-layout store
         self.fragment_store_cost = fragment_store_cost
         # machine.dram_write_cost: DRAM-server bytes (at the read rate) per written byte
@@ -238,9 +245,11 @@ class ExactMemory:
         setattr(self.counters, name, getattr(self.counters, name) + value)
         setattr(self.kernel_counters, name, getattr(self.kernel_counters, name) + value)
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
+             misaligned: bool = False) -> float:
         """Issue a load at now_s; returns when the tile is in the SM's shared memory.
-        oob_bytes (Load.oob_bytes) cross the L2 → SM path only."""
+        oob_bytes (Load.oob_bytes) cross the L2 → SM path only; a miss of a misaligned row
+        stream (Load.line_misaligned) takes its bytes' DRAM time times the misaligned factor."""
         # L2 → SM bandwidth is taken at issue (the request's slot on the crossbar)
         _, l2_done_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)
         self._count("l2_to_sm_bytes", nbytes + oob_bytes)
@@ -253,20 +262,30 @@ class ExactMemory:
             self._count("load_miss_bytes", nbytes)
             self._count("load_misses", 1)
             self._count("dram_read_bytes", nbytes)
-            _, dram_done_s = self.dram_server.reserve(now_s, nbytes)
+            _, dram_done_s = self.dram_server.reserve(
+                now_s, nbytes * (1.0 + self.misaligned_extra) if misaligned else nbytes)
             line_ready_s = dram_done_s + self.dram_latency_s
             self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
-              layout: str = "coalesced") -> float:
+              layout: str = "coalesced", partial_sectors: int = 0,
+              misaligned: bool = False) -> float:
         """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM).
         A reduce holds the L2 port for as long as the atomic-reduction rate takes; a plain
-        store in the fragment layout (Store.layout) as long as that layout's rate takes."""
+        store in the fragment layout (Store.layout) as long as that layout's rate takes. Its
+        partial-sector writes (Store.partial_sectors) and, for a misaligned row stream
+        (Store.line_misaligned), its bytes' extra write time take DRAM time nobody waits for,
+        charged when stored."""
         cost = (self.reduce_cost.get(reduce, 1.0) if reduce else
                 self.fragment_store_cost if layout == "fragment" else 1.0)
         _, l2_done_s = self.l2_server.reserve(now_s, nbytes * cost)
         self._count("sm_to_l2_bytes", nbytes)
+        extra = partial_sectors * self.partial_sector_cost
+        if misaligned:
+            extra += nbytes * self.misaligned_extra * self.dram_write_cost
+        if extra:
+            Server.reserve(self.dram_server, now_s, extra)
         entry = self.l2.lookup(key)
         if entry is not None:
             written_back = self.l2.mark_dirty(key, entry)
@@ -317,8 +336,9 @@ class ExpectedMemory:
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
                  reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None,
-                 fragment_store_cost: float = 1.0):
+                 fragment_store_cost: float = 1.0, misaligned_factor: float = 1.0):
         self.l2_server, self.dram_server = l2_server, dram_server
+        self.misaligned_factor = misaligned_factor
         self.reduce_cost = reduce_cost or {}
         self.fragment_store_cost = fragment_store_cost
         self.l2_queue_factor = 1.0 + l2_queue_position
@@ -336,19 +356,22 @@ class ExpectedMemory:
             return self.l2_server.reserve(now_s, nbytes * self.l2_queue_factor)[1]
         return self.l2_server.reserve(now_s + waits.get((kind, tensor), 0.0), nbytes)[1]
 
-    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0) -> float:
+    def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
+             misaligned: bool = False) -> float:
         l2_done_s = self._l2_done("load", tensor, nbytes + oob_bytes, now_s)
         p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
         # a miss waits for the tile's transfer and the DRAM latency; a hit on a line in
         # flight waits for what is left of that fetch: p_latency is the expected fraction
         wait_s = p_latency * (nbytes / self.dram_server.rate + self.dram_latency_s)
         if p_bytes > 0.0:           # DRAM bandwidth: queued behind this SM's earlier misses
-            wait_s += self.dram_server.reserve(now_s, p_bytes * nbytes)[0] - now_s
+            f = self.misaligned_factor if misaligned else 1.0
+            wait_s += self.dram_server.reserve(now_s, p_bytes * nbytes * f)[0] - now_s
         line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
-              layout: str = "coalesced") -> float:
+              layout: str = "coalesced", partial_sectors: int = 0,
+              misaligned: bool = False) -> float:
         port_bytes = nbytes * (self.reduce_cost.get(reduce, 1.0) if reduce else
                                self.fragment_store_cost if layout == "fragment" else 1.0)
         return self._l2_done("store", tensor, port_bytes, now_s)

@@ -134,7 +134,8 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         kind = op.kind
         if kind == "load":
             if do_memory:
-                r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now, op.oob_bytes)
+                r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now, op.oob_bytes,
+                             op.line_misaligned)
                 if r > pending_s:
                     pending_s = r
                 if op.indirect and r > env.now:     # later loads need its data as addresses
@@ -158,7 +159,8 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
-                              op.reduce and op.reduce_layout, env.now, op.layout)
+                              op.reduce and op.reduce_layout, env.now, op.layout,
+                              op.partial_sectors, op.line_misaligned)
                 if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
                     _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
                     t = max(t, f2)
@@ -284,7 +286,8 @@ def _issue(ctx, loads, env_vars: dict) -> float:
     now = ctx.env.now
     ready = now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, now, ld.oob_bytes)
+        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, now, ld.oob_bytes,
+                         ld.line_misaligned)
         if r > ready:
             ready = r
     return ready
@@ -296,7 +299,8 @@ def _issue_indirect(ctx, loads, env_vars: dict):
     env = ctx.env
     ready = env.now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now, ld.oob_bytes)
+        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now, ld.oob_bytes,
+                         ld.line_misaligned)
         if r > ready:
             ready = r
         if ld.indirect and r > env.now:

@@ -68,9 +68,9 @@ class _Recorder:
         self.points = defaultdict(list)   # wait point's tensors → issue-to-last-tile latencies
         self._point = None                # the open wait point: [issue_s, tensors, ready_s]
 
-    def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes)
+        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
         point = self._point
         if point is None or point[0] != now_s or tensor in point[1]:
             self.close()
@@ -86,10 +86,12 @@ class _Recorder:
             self.points[tensors].append(ready - now_s)
             self._point = None
 
-    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced", partial_sectors=0,
+              misaligned=False):
         self.close()
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        accepted = self.mem.store(key, tensor, nbytes, reduce, now_s, layout)
+        accepted = self.mem.store(key, tensor, nbytes, reduce, now_s, layout, partial_sectors,
+                                  misaligned)
         self.points["store", tensor].append(accepted - now_s)
         return accepted
 
