@@ -127,6 +127,26 @@ def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
     return total * dram_byte_cost(gpu, read_bytes / total) / dram_read_rate(gpu)
 
 
+def dram_access_penalty_s(gpu, totals, read_bytes: float, write_bytes: float) -> float:
+    """Seconds of DRAM time beyond the bytes' own (dram_busy_s) that a kernel's awkward
+    accesses take: its partial-sector writes (Totals.partial_sector_writes ×
+    partial_sector_write_cost_bytes) and its misaligned row streams' extra time
+    (line_misaligned_dram_factor − 1 on their DRAM bytes: the misaligned loads' share of the
+    bytes read from DRAM, the misaligned stores' share of those written, each in the kernel's
+    proportion of DRAM to L2 bytes), at the read rate. What the engines charge, as a busy time."""
+    extra = totals.partial_sector_writes * partial_sector_write_cost_bytes(gpu)
+    factor = line_misaligned_dram_factor(gpu)
+    if factor > 1.0:
+        loaded, stored = totals.bytes_loaded, totals.bytes_stored
+        mis_load = sum(totals.misaligned_load_bytes.values())
+        if loaded and mis_load:
+            extra += (factor - 1.0) * mis_load * min(1.0, read_bytes / loaded)
+        if stored and totals.misaligned_store_bytes:
+            extra += ((factor - 1.0) * totals.misaligned_store_bytes
+                      * min(1.0, write_bytes / stored) * dram_write_cost(gpu))
+    return extra / dram_read_rate(gpu) if extra else 0.0
+
+
 def reduce_sm_bytes_per_s(gpu, layout: str, active_sms: int = 0):
     """Bytes/s of fp32 atomic reduction one SM gets in a layout: its own limit
     (GpuSpec.l2_reduce_sm_bandwidth_bytes_per_s, one CTA on one SM alone) or, when the kernel
@@ -581,7 +601,8 @@ def time_breakdown(schedule, gpu, result) -> dict:
     out = {"launch_s": gpu.launch_overhead_s * len(schedule.kernels), "kernels": []}
     totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0,
               "copy_issue_hold_s": 0.0, "reduce_hold_s": 0.0, "exp_s": 0.0,
-              "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "unhidden_s": 0.0}
+              "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "dram_access_penalty_s": 0.0,
+              "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
                        problem.elem_bytes, resident_ctas_per_sm(gpu, kernel.launch),
@@ -605,7 +626,10 @@ def time_breakdown(schedule, gpu, result) -> dict:
                 / wgmma_rate,
                 "exp_s": busy.get("exp", 0.0) / gpu.sm_count,
                 "alu_s": busy.get("alu", 0.0) / gpu.sm_count,
-                "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0)}
+                "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0),
+                # of dram_s: partial-sector writes and misaligned row streams
+                "dram_access_penalty_s": dram_access_penalty_s(
+                    gpu, kt, kr.dram_read_bytes, kr.dram_write_bytes)}
         covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"]
                       + part["copy_issue_hold_s"] + part["reduce_hold_s"],
                       part["exp_s"], part["alu_s"],

@@ -167,3 +167,31 @@ def test_both_engines_slow_a_misaligned_softmax_by_the_factor(mode):
     q = AttentionProblem(batch=1, heads_q=8, seq_q=3072, head_dim=64, dtype="fp16")
     s = build_schedule(q, H200, "standard")
     assert simulate(s, H200, mode).kernels[1].time_s == simulate(s, plain, mode).kernels[1].time_s
+
+
+def test_dram_busy_and_the_breakdown_carry_the_penalty():
+    # the DRAM busy time the run reports includes what the engines charge, and the breakdown
+    # names it; an aligned problem has none
+    from iosim.machine import dram_busy_s, time_breakdown
+    free = H200.model_copy(update={"dram_line_misaligned_stream_factor": None,
+                                   "dram_partial_sector_write_cost_bytes": None})
+    p = AttentionProblem(batch=1, heads_q=4, seq_q=3000, head_dim=64, dtype="fp16")
+    s = build_schedule(p, H200, "standard")
+    r = simulate(s, H200, "exact")
+    qk, sm = r.kernels[0], r.kernels[1]
+    partial = sum(count * program_totals(s.kernels[0].program(rep)).partial_sector_writes
+                  for rep, count in s.kernels[0].classes)
+    assert qk.busy_s["dram"] == pytest.approx(
+        dram_busy_s(H200, qk.dram_read_bytes, qk.dram_write_bytes)
+        + partial * 138.7 / H200.dram_read_bandwidth_bytes_per_s)
+    assert sm.busy_s["dram"] > dram_busy_s(H200, sm.dram_read_bytes, sm.dram_write_bytes) * 1.1
+    b = time_breakdown(s, H200, r)
+    assert b["dram_access_penalty_s"] > 0
+    assert b["dram_access_penalty_s"] == pytest.approx(
+        sum(k["dram_access_penalty_s"] for k in b["kernels"]))
+    q = AttentionProblem(batch=1, heads_q=4, seq_q=3072, head_dim=64, dtype="fp16")
+    sq = build_schedule(q, H200, "standard")
+    assert time_breakdown(sq, H200, simulate(sq, H200, "exact"))["dram_access_penalty_s"] == 0
+    rf = simulate(s, free, "exact")
+    assert rf.kernels[0].busy_s["dram"] == pytest.approx(
+        dram_busy_s(free, rf.kernels[0].dram_read_bytes, rf.kernels[0].dram_write_bytes))

@@ -147,6 +147,11 @@ def _simulated(a):
     names = {"exp": "exp units busy", "alu": "ALUs busy", "l2": "L2 busy", "dram": "DRAM busy"}
     for key, label in names.items():
         rows.append((label, f"{util[key]:.0%} = {seconds(util[key] * t)}"))
+    if b.get("dram_access_penalty_s"):
+        rows.append(("  partial/misaligned access",
+                     f"{seconds(b['dram_access_penalty_s'])}  [DRAM time beyond the bytes': "
+                     f"sectors shared by two CTAs' stores, rows that start off the 128-byte "
+                     f"line]"))
     stall = ", ".join(f"{k} {v:.0%}" for k, v in d["stall_fraction"].items())
     rows += [("CTA time stalled on", stall),
              ("L2 hit rate (loads)", f"{d['l2_hit_rate']:.1%}  [{d['model']['l2_policy']}, "

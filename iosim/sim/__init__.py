@@ -56,7 +56,7 @@ def simulate(schedule, gpu, mode: str = "fast", *,
         if time_protocol != l2_protocol:
             from .summary import with_bytes_of
             result = with_bytes_of(result, simulate_exact(schedule, gpu, l2_effective_fraction,
-                                                          l2_protocol), gpu)
+                                                          l2_protocol), gpu, schedule)
         result.mode = mode
         result.model["engine"] = "exact" if mode == "exact" else "exact (small schedule)"
         return result

@@ -464,7 +464,8 @@ class _Consumers:
         self.ctx, self.rest, self.env_vars, self.split = ctx, rest, env_vars, split
         self.var, self.value, self.n = loop.var, loop.value, loop.count
         self.together, self.share = together, 1.0 / n_consumers
-        # each consumer warpgroup's own wgmma stream (machine.wgmma_stream_fraction)
+        # each consumer warpgroup's own wgmma stream: its groups at the SM's rate, each plus
+        # machine.wgmma_group_latency_cycles
         self.streams = ([Server(ctx.units.tensor.rate) for _ in range(n_consumers)]
                         if ctx.mma is not None and not ctx.mma.sync else [None] * n_consumers)
         self.turns = _Turns(ctx.env, n_consumers)

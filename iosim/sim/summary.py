@@ -1,7 +1,7 @@
 """Turn per-kernel spans, byte counts and the timeline into a SimResult (both modes)."""
 from __future__ import annotations
 
-from ..machine import dram_busy_s
+from ..machine import dram_access_penalty_s, dram_busy_s
 from .result import RESOURCES, KernelResult, SimResult, bound_of
 
 
@@ -18,7 +18,9 @@ def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,
     busy = unit_busy_s(totals, rates)
     if tensor_busy_s is not None:      # the tensor server's time, operand reads included
         busy["tensor"] = tensor_busy_s
-    busy["dram"] = dram_busy_s(gpu, mem["dram_read_bytes"], mem["dram_write_bytes"])
+    busy["dram"] = (dram_busy_s(gpu, mem["dram_read_bytes"], mem["dram_write_bytes"])
+                    + dram_access_penalty_s(gpu, totals, mem["dram_read_bytes"],
+                                            mem["dram_write_bytes"]))
     # the loads that hit in the SMs' L1 (sim/l1.py) cross no L2→SM bytes
     l1_hit = mem.get("l1_hit_bytes", 0)
     l2_to_sm = totals.bytes_loaded - l1_hit
@@ -63,12 +65,14 @@ def schedule_result(mode, schedule, gpu, kernels: list, mem_total: dict, timelin
                      stall_s=stall, cta_time_s=cta_time, timeline=timeline, model=model)
 
 
-def with_bytes_of(timed: SimResult, counted: SimResult, gpu) -> SimResult:
+def with_bytes_of(timed: SimResult, counted: SimResult, gpu, schedule) -> SimResult:
     """`timed` (time, timeline, stalls) with the L2/DRAM byte counts of `counted`, a run of
     the same schedule under another L2 protocol (exact mode's time_protocol)."""
-    for k, c in zip(timed.kernels, counted.kernels):
+    for k, c, kernel in zip(timed.kernels, counted.kernels, schedule.kernels):
         k.dram_read_bytes, k.dram_write_bytes = c.dram_read_bytes, c.dram_write_bytes
-        k.busy_s["dram"] = dram_busy_s(gpu, k.dram_read_bytes, k.dram_write_bytes)
+        k.busy_s["dram"] = (dram_busy_s(gpu, k.dram_read_bytes, k.dram_write_bytes)
+                            + dram_access_penalty_s(gpu, kernel.totals(), k.dram_read_bytes,
+                                                    k.dram_write_bytes))
         span = k.time_s
         k.utilization["dram"] = k.busy_s["dram"] / span if span > 0 else 0.0
         k.bound_by = bound_of(k.utilization)
