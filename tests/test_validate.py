@@ -150,13 +150,23 @@ def test_gpu_time_and_event_time_agree_except_where_the_harness_is_host_bound(va
     # flash-decoding: split + combine kernels of 26-39 µs behind Python launches (+117%, +48%),
     # and the ragged row, whose ncu replay (caches flushed, one kernel at a time) is slower than
     # the back-to-back events (-5%); FA-1 at N 1536 (holdout set: 48 CTAs, 0.58 ms under ncu,
-    # five timed runs): the events read 5.3% more
-    assert apart == ["iosim-fa1-fwd-N1536-d64-H12-B4-fp16-full",
+    # five timed runs): the events read 5.3% more; the oddn holdout set's short rows (three
+    # kernels of 40-180 us behind Python launches): in two reruns in another device call
+    # (measurements/h200/oddn_holdout/times_oddn_holdout_run2/3.csv) the events read 1.03-1.08x
+    # the ncu time in one and up to 2.46x in the other, the long rows 1.03-1.05x in both
+    oddn = ["iosim-standard-fwd-N1800-d64-H16-B2-fp16-full",
+            "iosim-standard-fwd-N2200-d128-H8-B2-fp16-causal",
+            "iosim-standard-fwd-N3200-d128-H8-B1-fp16-full",
+            "iosim-standard-fwd-N4200-d128-H4-B1-fp16-full",
+            "iosim-standard-fwd-N4800-d64-H6-B1-fp16-causal",
+            "iosim-standard-fwd-N5600-d64-H4-B1-fp16-full",
+            "iosim-standard-fwd-N6200-d128-H2-B1-fp16-full"]
+    assert apart == sorted(oddn + ["iosim-fa1-fwd-N1536-d64-H12-B4-fp16-full",
                      "iosim-fd-B1-H32-KV8-N16384", "iosim-fd-B16-H32-KV8-ragged1k-16k",
                      "iosim-fd-B8-H32-KV8-N4096",
                      "iosim-standard-fwd-N512-d128-full",
                      "torch_cudnn-fa3-fwd-N131072-d128-H2-B1-fp16-causal",
-                     "torch_cudnn-fa3-fwd-N2048-d128-H8-B1-fp16-full"]
+                     "torch_cudnn-fa3-fwd-N2048-d128-H8-B1-fp16-full"])
 
 
 # ---- the published figures (FA-2 paper A100/H100, FA-3 paper H100) against issue 12's budgets
