@@ -15,6 +15,8 @@ Where they are generated (what "counting" means in each module) is TARGETS below
                     the bytes of Load and Store (the element size dropped: one per op)
   analysis/counters.py, bounds.py, roofline.py   every expression in a function body
   sim/memory.py     the servers, the tile LRU and both memory front ends
+  algorithms/common.py, machine.py, standard.py (target access)   the partial-sector count, the
+                    line-misalignment flag and their DRAM costs
   analysis/validate.py   the budgets, the error definitions, the fit and the summary
 Each mutant runs its target's test stages in order (a stage is a pytest command with a
 timeout); a mutant is killed when a stage fails or times out, and survives when every stage
@@ -65,7 +67,7 @@ VALIDATE_FAST = ["tests/test_validate.py", "tests/test_validate_budgets.py", "-m
 class Target:
     name: str
     files: tuple              # paths relative to the repository
-    where: str                # "count_calls" | "functions" | "classes:<A,B>" | "validate"
+    where: str                # "count_calls" | "functions" | "functions:<f,g>" | "classes:<A,B>" | "validate"
     stages: tuple             # ((pytest args...), timeout_s), in order
 
 
@@ -97,6 +99,10 @@ TARGETS = (
            ((("tests/test_sim_lockstep.py", "tests/test_sim_wait_cohorts.py"), 120),)),
     Target("l1", ("iosim/sim/l1.py",), "functions",
            ((("tests/test_l1_units.py", "tests/test_l1.py"), 120),)),
+    Target("access", ("iosim/algorithms/common.py", "iosim/machine.py", "iosim/algorithms/standard.py"),
+           "functions:partial_sector_writes,partial_sector_write_cost_bytes,"
+           "line_misaligned_dram_factor,dram_access_penalty_s,line_misaligned",
+           ((("tests/test_partial_sectors.py",), 180),)),
     Target("validate", ("iosim/analysis/validate.py",), "validate",
            ((tuple(VALIDATE_FAST), 120),)),
 )
@@ -182,6 +188,9 @@ def _regions(tree: ast.AST, where: str) -> list:
         return out
     if where == "functions":
         return [(n, True) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    if where.startswith("functions:"):
+        names = set(where.split(":", 1)[1].split(","))
+        return [(n, True) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
     if where.startswith("classes:"):
         names = set(where.split(":", 1)[1].split(","))
         return [(n, True) for n in tree.body if isinstance(n, ast.ClassDef) and n.name in names]
