@@ -6,6 +6,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iosim import AttentionProblem
 from iosim.algorithms import build_schedule
@@ -46,6 +48,23 @@ def reference_partial_writes(first_row, rows, col_bytes, width_bytes, pitch_byte
     (0, 4, 0, 6000, 6000), (1, 4, 0, 7000, 7000), (0, 4, 0, 8192, 8192), (5, 9, 48, 80, 14000),
 ])
 def test_partial_writes_match_a_byte_by_byte_count(first_row, rows, col, width, pitch):
+    assert partial_sector_writes(first_row, rows, col, width, pitch) == \
+        reference_partial_writes(first_row, rows, col, width, pitch)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first_row=st.integers(0, 40), rows=st.integers(1, 24),
+       col=st.one_of(st.just(0), st.integers(16, 300)), width=st.integers(16, 300),
+       extra=st.one_of(st.just(0), st.integers(16, 200)), whole=st.booleans())
+def test_partial_writes_match_the_byte_count_on_random_tiles(first_row, rows, col, width, extra,
+                                                            whole):
+    # even byte offsets (fp16/bf16 elements), segments of a sector or more starting at the row's
+    # start or a sector or more into it and ending at the row's end or a sector or more before
+    # it (partial_sector_writes' domain: a GEMM tile, a softmax row block); or whole rows
+    col, width = 2 * col, 2 * width
+    pitch = col + width + 2 * extra
+    if whole:
+        col, width = 0, pitch
     assert partial_sector_writes(first_row, rows, col, width, pitch) == \
         reference_partial_writes(first_row, rows, col, width, pitch)
 
@@ -141,7 +160,7 @@ def test_the_h200_line_factor_is_the_committed_probe_s():
 
 
 @pytest.mark.parametrize("n, misaligned", [(3000, True), (2000, True), (2944, False),
-                                           (2048, False), (5000, True)])
+                                           (2048, False), (5000, True), (3008, False)])
 def test_the_softmax_streams_are_flagged_when_rows_start_off_the_line(n, misaligned):
     p = AttentionProblem(batch=1, heads_q=2, seq_q=n, head_dim=64, dtype="fp16")
     sm = build_schedule(p, H200, "standard").kernels[1]
@@ -195,3 +214,25 @@ def test_dram_busy_and_the_breakdown_carry_the_penalty():
     rf = simulate(s, free, "exact")
     assert rf.kernels[0].busy_s["dram"] == pytest.approx(
         dram_busy_s(free, rf.kernels[0].dram_read_bytes, rf.kernels[0].dram_write_bytes))
+
+
+def test_the_penalty_follows_the_dram_share_of_each_stream():
+    # a kernel that loaded 4 MB (1 MB of it misaligned) and stored 2 MB (all misaligned), with
+    # 2 MB read from DRAM (half its loads) and 0.5 MB written back (a quarter of its stores),
+    # and 1000 partial-sector writes: the misaligned loads pay 0.161 on their DRAM half, the
+    # stores 0.161 on their written-back quarter at a written byte's cost, by hand
+    from collections import Counter
+    from iosim.machine import dram_access_penalty_s, dram_write_cost
+    from iosim.schedule import Totals
+    t = Totals(load_bytes=Counter({"S": 1_000_000, "Q": 3_000_000}),
+               store_bytes=Counter({"P": 2_000_000}), partial_sector_writes=1000,
+               misaligned_load_bytes=Counter({"S": 1_000_000}), misaligned_store_bytes=2_000_000)
+    wc = dram_write_cost(H200)
+    assert wc > 1.05                              # so a dropped write cost shows
+    by_hand = 0.161 * 500_000 + 0.161 * 500_000 * wc + 1000 * 138.7
+    got = dram_access_penalty_s(H200, t, read_bytes=2_000_000, write_bytes=500_000)
+    assert got * H200.dram_read_bandwidth_bytes_per_s == pytest.approx(by_hand, rel=1e-6)
+    # more DRAM bytes than the streams moved (other tensors' misses): the share is capped at 1
+    got = dram_access_penalty_s(H200, t, read_bytes=8_000_000, write_bytes=4_000_000)
+    assert got * H200.dram_read_bandwidth_bytes_per_s == pytest.approx(
+        0.161 * 1_000_000 + 0.161 * 2_000_000 * wc + 1000 * 138.7, rel=1e-6)

@@ -28,18 +28,23 @@ def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes
     col_bytes + width_bytes): a segment edge off the sector grid leaves that sector's other part
     to the CTA storing the neighbouring segment. A tile of whole rows (width = pitch) is one
     contiguous range: only its two ends count. Offsets are within one matrix (a batched
-    tensor's matrices start on the sector grid when N·N·bytes is a multiple of 32)."""
+    tensor's matrices start on the sector grid when N·N·bytes is a multiple of 32). Exact for
+    segments of at least a sector that start and end at the row's ends or at least a sector
+    from them (GEMM tiles, softmax row blocks); a narrower one may count a sector twice."""
     s = SECTOR_BYTES
-    if width_bytes == pitch_bytes:
-        start, end = first_row * pitch_bytes, (first_row + rows) * pitch_bytes
+
+    def edges(start: int, end: int) -> int:
+        """Partial sectors at the two ends of the byte range [start, end)."""
         return (start % s != 0) + (end % s != 0)
+    if width_bytes == pitch_bytes:
+        return edges(first_row * pitch_bytes, (first_row + rows) * pitch_bytes)
     p = pitch_bytes % s
     period = s // gcd(p, s)       # rows after which the edges' offsets repeat
 
-    def edges(r: int) -> int:
+    def row_edges(r: int) -> int:
         start = (r * p + col_bytes) % s
-        return (start != 0) + ((start + width_bytes) % s != 0)
-    per = [edges((first_row + k) % period) for k in range(period)]
+        return edges(start, start + width_bytes)
+    per = [row_edges((first_row + k) % period) for k in range(period)]
     full, rest = divmod(rows, period)
     return full * sum(per) + sum(per[:rest])
 
