@@ -180,6 +180,8 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
                 Store("P", (b, h, i), rows, n, rows * n * eb,
                       partial_sectors=partial_sector_writes(i * ROWS_PER_CTA, rows, 0, n * eb,
                                                             n * eb), line_misaligned=mis))
+    # two passes over column chunks: a CTA's rows are still one contiguous range, but its
+    # partial-sector ends are not counted here (zero whenever N is a multiple of 4)
     full, tail = divmod(n, SOFTMAX_CHUNK)
 
     def chunks(body_of) -> tuple:
@@ -221,15 +223,16 @@ def ds_program(problem, t: Tiling, b, h, i, j) -> tuple:
     eb = problem.elem_bytes
     rm = rows_in_block(i, t.block_q, problem.seq_q)
     cn = rows_in_block(j, t.block_kv, problem.seq_kv)
-    mis = line_misaligned(problem)
-    return (Load("P", (b, h, i, j), rm, cn, rm * cn * eb, line_misaligned=mis),
-            Load("dP", (b, h, i, j), rm, cn, rm * cn * eb, line_misaligned=mis),
+    # its tiles are not flagged line_misaligned: that factor was measured on whole-row streams
+    # (the softmax's), and the partial-sector figure on a tile store whose reference pitches
+    # were on and off the line alike (machine.partial_sector_write_cost_bytes)
+    return (Load("P", (b, h, i, j), rm, cn, rm * cn * eb),
+            Load("dP", (b, h, i, j), rm, cn, rm * cn * eb),
             Load("D", (b, h, i), rm, 1, rm * STAT_BYTES),
             Alu("dS=P*(dP-D)", 2 * rm * cn),
             Store("dS", (b, h, i, j), rm, cn, rm * cn * eb,
                   partial_sectors=partial_sector_writes(i * t.block_q, rm, j * t.block_kv * eb,
-                                                        cn * eb, problem.seq_kv * eb),
-                  line_misaligned=mis))
+                                                        cn * eb, problem.seq_kv * eb)))
 
 
 # ---- schedule -----------------------------------------------------------------------

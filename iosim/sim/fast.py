@@ -151,7 +151,7 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     costs, bytes_by_shape, profiles_by_shape = [], {}, {}
     reduce_cost = reduce_l2_costs(characterizer.gpu)
     frag_cost = fragment_store_l2_cost(characterizer.gpu)
-    partial_cost = (partial_sector_write_cost_bytes(characterizer.gpu),
+    access_costs = (partial_sector_write_cost_bytes(characterizer.gpu),
                     line_misaligned_dram_factor(characterizer.gpu))
     for ci, (c_miss, c_key) in enumerate(cohorts):
         for p, shape in zip(info.programs, info.shapes):
@@ -160,11 +160,11 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
                 wc = (dram_write_cost(characterizer.gpu) if write_cost is None
                       else write_cost)                # DRAM time of a written byte
                 ab = segment_bytes(p, c_miss, dram_scale * wc, reduce_cost, frag_cost,
-                                   *partial_cost)
+                                   *access_costs)
                 if fill is not None:
                     # while the L2 fills, stores cost DRAM only their reductions' reads
                     ab = (*ab, segment_bytes(p, c_miss, fill.dram_per_stored_byte,
-                                             reduce_cost, frag_cost, *partial_cost)[1],
+                                             reduce_cost, frag_cost, *access_costs)[1],
                           tuple(program_totals(seg).bytes_stored for seg in split_segments(p)))
                 bytes_by_shape[shape, ci] = ab
             prof = profiles_by_shape.get((shape, c_key))

@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cublas_tiles_h200 import kernels_of  # noqa: E402  (the torch-profiler kernel list)
 
 NS = (2048, 2560, 2944, 2976, 3008, 3040, 3072, 3520, 3584, 4000, 4096, 5000, 5120, 6000, 6016,
       6144, 7000, 7168)
@@ -33,21 +35,6 @@ HOLDOUT = {(3000, 24, 64), (6144, 16, 128)}
 
 def z_for(n: int) -> int:
     return max(1, round(TARGET_ELEMENTS / (n * n)))
-
-
-def kernels_of(fn):
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        ev = json.load(open(f.name))["traceEvents"]
-    return [{"name": e["name"], "grid": e.get("args", {}).get("grid"), "dur_us": e.get("dur")}
-            for e in ev if e.get("cat") == "kernel"]
 
 
 def event_time_us(fn, reps: int = 10) -> float:
