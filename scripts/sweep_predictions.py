@@ -4,23 +4,46 @@ held-out set's first prediction, to compare with the measurement afterwards), ex
 measurement per configuration (only its presence is read; the errors it would give are not
 printed).
 
-    python scripts/sweep_predictions.py SWEEP.yaml
+    python scripts/sweep_predictions.py SWEEP.yaml [--without FIELD,FIELD]
+
+--without: the sweep's GPU config with those figures removed (not modelled), e.g. what a
+mechanism changes: --without dram_partial_sector_write_cost_bytes,dram_line_misaligned_stream_factor
 """
 import sys
+import tempfile
 from pathlib import Path
+
+import yaml
 
 from iosim.analysis.validate import predict_rows
 from iosim.formats import load_sweep
+from iosim.hardware import _resolve as gpu_config_path  # a short name or path -> its YAML
 
 
-def main(path: str) -> None:
+def config_without(name: str, fields: list, directory: str) -> str:
+    """A copy of GPU config `name` without `fields` (and their sources), as a YAML path."""
+    d = yaml.safe_load(Path(gpu_config_path(name)).read_text())
+    for f in fields:
+        d.pop(f)
+        d.get("sources", {}).pop(f, None)
+    out = Path(directory) / f"{name}-without.yaml"
+    out.write_text(yaml.safe_dump(d))
+    return str(out)
+
+
+def main(path: str, without: list) -> None:
     sweep = load_sweep(Path(path))
     placeholder = {c["id"]: {"time_s": "1"} for c in sweep["configs"]}
-    for r in predict_rows(sweep, placeholder):
+    with tempfile.TemporaryDirectory() as tmp:
+        gpu = config_without(sweep.get("gpu", "h200-calibrated"), without, tmp) if without else None
+        rows = predict_rows(sweep, placeholder, gpu)
+    for r in rows:
         print(f"{r.id:58s} predicted {r.predicted_time_s * 1e3:8.4f} ms  "
               f"L2->SM {r.predicted_l2_to_sm_bytes / 1e6:9.1f} MB  "
               f"DRAM {r.predicted_dram_bytes / 1e6:9.1f} MB")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    fields = args[args.index("--without") + 1].split(",") if "--without" in args else []
+    main(args[0], fields)
