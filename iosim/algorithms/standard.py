@@ -34,8 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from ..schedule import (Alu, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
+from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_by_edges, loop)
+from . import cublas_fallback as fallback
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
                      partial_sector_writes, rows_in_block)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
@@ -91,27 +92,30 @@ class Operand:
 
 def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, c_prefix,
                  c_eb: int, m: int, n: int, k: int, bm: int, bn: int, i: int, j: int,
-                 epilogue=()) -> tuple:
+                 epilogue=(), bk: int = BK, warp_rows: int = 16,
+                 thread_issued: bool = False, step_cycles: float = 0.0) -> tuple:
     """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
-    stays in registers; the C tile is stored once."""
+    stays in registers; the C tile is stored once (by the computing threads themselves with
+    thread_issued: cuBLAS's Ampere fallback, cublas_fallback.py)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
-    full, tail = divmod(k, BK)
+    full, tail = divmod(k, bk)
 
     def step(kc: int) -> tuple:
         # A is stored M×K (rows along M) unless transposed; B is stored K×N unless transposed
         return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed),
                 b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed),
-                Mma(name, bm, bn, BK))
+                Mma(name, bm, bn, bk, warp_rows),
+                *((Barrier("k_step", step_cycles),) if step_cycles else ()))
 
     # the ragged last K step only when there is one (its body is not built otherwise)
-    prog = [*loop("k", 0, full, step(BK)),
+    prog = [*loop("k", 0, full, step(bk)),
             *(loop("k", full, full + 1, step(tail)) if tail else ())]
     partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
     prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb,
-                              partial_sectors=partial)]
+                              thread_issued=thread_issued, partial_sectors=partial)]
     return tuple(prog)
 
 
@@ -144,20 +148,34 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     this grid."""
     heads = heads or problem.heads_q
     g = problem.group_size
-    tt = (gemm_tile(t, bn, m, n, problem.batch * heads, gpu, problem.elem_bytes,
-                    split_n=n > bn) if fill_wave
-          else Tiling(t.block_q, bn, t.stages, t.warps))
+    eb = problem.elem_bytes
+    fb = None
+    if fill_wave and fallback.runs_fallback(problem, gpu):
+        narrow = n == problem.head_dim and k != problem.head_dim     # O, dQ, dK, dV
+        fb = fallback.narrow_output_tile(n) if narrow else fallback.square_output_tile(k)
+        tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
+    elif fill_wave:
+        tt = gemm_tile(t, bn, m, n, problem.batch * heads, gpu, eb, split_n=n > bn)
+    else:
+        tt = Tiling(t.block_q, bn, t.stages, t.warps)
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
+    ampere = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
+                  step_cycles=fallback.K_STEP_CYCLES) if fb else {}
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
         return gemm_program(mma, a, (bb, h), b, (bb, hb), c, (bb, h), c_eb, m, n, k,
-                            bm, bn, i, j, epilogue)
+                            bm, bn, i, j, epilogue, **ampere)
 
-    return tile_kernel(name, problem, heads, m, n, bm, bn, tt,
-                       gemm_smem_bytes(tt, problem.elem_bytes), gemm_registers(tt), program_of,
-                       Pipeline(stages=tt.stages))
+    if fb is None:
+        return tile_kernel(name, problem, heads, m, n, bm, bn, tt, gemm_smem_bytes(tt, eb),
+                           gemm_registers(tt), program_of, Pipeline(stages=tt.stages))
+    pipeline = Pipeline(stages=fb.stages, mma_instruction="mma_sync",
+                        copy_issue_cycles_per_byte=fallback.COPY_ISSUE_CYCLES_PER_BYTE,
+                        store_issue_cycles_per_byte=fallback.STORE_ISSUE_CYCLES_PER_BYTE)
+    return tile_kernel(name, problem, heads, m, n, bm, bn, tt, fb.smem_bytes(eb),
+                       gemm_registers(tt), program_of, pipeline)
 
 
 # ---- row kernels ----------------------------------------------------------------------
@@ -258,9 +276,6 @@ def stages_that_fit(bm: int, bn: int, most: int, gpu, eb: int) -> int:
     return 1
 
 
-# a TMA descriptor's global strides must be multiples of 16 bytes (CUDA driver API,
-# cuTensorMapEncodeTiled: globalStrides); cuBLAS's sm90 kernels load through TMA
-TMA_STRIDE_ALIGN_BYTES = 16
 LINE_BYTES = 128   # an L2 cache line (4 sectors)
 MIN_TILE = 64   # the smallest tile side of cuBLAS's sm90 kernels seen on the H200 (64x64_64x13)
 
@@ -353,9 +368,9 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()))
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
-    if gpu.features.tma and (problem.seq_kv * problem.elem_bytes) % TMA_STRIDE_ALIGN_BYTES:
+    if any(k.pipeline.mma_instruction == "mma_sync" for k in kernels):
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
-                  f"{TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, and cuBLAS runs "
-                  "Ampere kernels (mma.sync, 4-byte copies) instead of the Hopper ones modelled "
-                  "here: measured 2x slower on the H200 (N 3500; measurements/h200/gemm_pitch/)",)
+                  f"{fallback.TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, so "
+                  "cuBLAS runs its Ampere kernels (mma.sync, 4-byte copies and stores; "
+                  "algorithms/cublas_fallback.py), modelled as such",)
     return Schedule("standard", problem, tilings, tuple(kernels), notes)
