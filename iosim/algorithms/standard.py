@@ -368,9 +368,12 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()))
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
-    if any(k.pipeline.mma_instruction == "mma_sync" for k in kernels):
+    if fallback.runs_fallback(problem, gpu):
+        given = not any(k.pipeline.mma_instruction == "mma_sync" for k in kernels)
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
                   f"{fallback.TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, so "
                   "cuBLAS runs its Ampere kernels (mma.sync, 4-byte copies and stores; "
-                  "algorithms/cublas_fallback.py), modelled as such",)
+                  "algorithms/cublas_fallback.py), " +
+                  ("not modelled with a GEMM tile given: the Hopper GEMM of that tile is"
+                   if given else "modelled as such"),)
     return Schedule("standard", problem, tilings, tuple(kernels), notes)

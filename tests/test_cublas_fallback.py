@@ -1,0 +1,127 @@
+"""cuBLAS's Ampere fallback (iosim/algorithms/cublas_fallback.py) against what the H200 ran:
+the kernels, shared memory and grids of the probe (measurements/h200/cublas_align2/: torch
+profiler names, Nsight Compute launch figures) and its measured times; the validation row it
+was built for (N 3500)."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iosim import AttentionProblem, build_schedule, load_gpu
+from iosim.algorithms import cublas_fallback
+from iosim.sim import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ROOT / "measurements/h200/cublas_align2"
+H200 = load_gpu("h200-calibrated")
+FORMS = {"qk": ("fwd", "std_fwd_qk"), "pv": ("fwd", "std_fwd_pv"), "pt": ("bwd", "std_bwd_dV")}
+
+
+def _rows():
+    return json.loads((PROBE / "cublas_align2_h200.json").read_text())["rows"]
+
+
+def _kernel(r, gpu=H200):
+    direction, name = FORMS[r["form"]]
+    p = AttentionProblem(batch=1, heads_q=r["z"], seq_q=r["n"], head_dim=r["d"],
+                         direction=direction)
+    s = build_schedule(p, gpu, "standard")
+    return s, next(k for k in s.kernels if k.name == name)
+
+
+def _ncu():
+    """{'qk 2996 128': {metric: value}} from the probe's Nsight Compute raw page."""
+    out = {}
+    for block in (PROBE / "cublas_align2_ncu.csv").read_text().split("## ")[1:]:
+        name, rest = block.split("\n", 1)
+        lines = [line for line in rest.splitlines() if line.startswith('"')]
+        hdr, _units, row = list(csv.reader(io.StringIO("\n".join(lines))))[:3]
+        out[name.strip()] = dict(zip(hdr, row))
+    return out
+
+
+def test_the_fallback_runs_exactly_where_the_h200_ran_cutlass_80_kernels():
+    rows = _rows()
+    assert len(rows) >= 20
+    for r in rows:
+        ran_ampere = all("cutlass_80" in k["name"] for k in r["kernels"])
+        p = AttentionProblem(batch=1, heads_q=r["z"], seq_q=r["n"], head_dim=r["d"])
+        assert cublas_fallback.runs_fallback(p, H200) == ran_ampere, r["n"]
+    assert not cublas_fallback.runs_fallback(AttentionProblem(seq_q=3500), load_gpu("a100"))
+
+
+@pytest.mark.parametrize("shape", ["qk 2996 128", "qk 2996 32", "pv 2996 128", "pv 2996 64"])
+def test_shared_memory_per_cta_is_what_ncu_measured(shape):
+    form, n, d = shape.split()
+    r = next(x for x in _rows() if (x["form"], x["n"], x["d"]) == (form, int(n), int(d)))
+    _, k = _kernel(r)
+    got = _ncu()[shape]
+    assert k.launch.smem_bytes_per_cta == int(got["launch__shared_mem_per_block_dynamic"].replace(",", ""))
+    assert k.launch.threads_per_cta == int(got["launch__block_size"].replace(",", ""))
+    assert k.pipeline.mma_instruction == "mma_sync"
+
+
+def test_the_narrow_gemms_grid_is_the_one_cublas_launched():
+    # P V at d 128 (128x256_64x3: a CTA per 256 rows of O); CUTLASS's swizzled S grids differ
+    for r in _rows():
+        if r["form"] in ("pv", "pt") and r["d"] == 128 and "128x256" in r["kernels"][0]["name"]:
+            _, k = _kernel(r)
+            gx, gy, gz = r["kernels"][0]["grid"]
+            assert k.launch.grid[0] * k.launch.grid[1] * k.launch.grid[2] == gx * gy * gz
+
+
+@pytest.mark.parametrize("form,n,d", [("qk", 4002, 64), ("pv", 2996, 128), ("pt", 2996, 128),
+                                      ("pv", 4002, 64)])
+def test_probe_kernels_not_used_for_the_figures_are_predicted_within_ten_percent(form, n, d):
+    r = next(x for x in _rows() if (x["form"], x["n"], x["d"]) == (form, n, d))
+    s, k = _kernel(r)
+    t = simulate(dataclasses.replace(s, kernels=(k,)), H200).time_s
+    assert t / (r["kernels"][0]["dur_us"] * 1e-6) - 1 == pytest.approx(0, abs=0.10)
+
+
+def test_the_committed_figures_are_the_solver_s_output():
+    # the script's committed output names the figures the module carries
+    head = (ROOT / "benchmarks/results/align2_costs.txt").read_text().splitlines()[0]
+    assert f"k-step latency {cublas_fallback.K_STEP_CYCLES:.0f} cycles" in head
+    assert f"copy issue {cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE:.4f}" in head
+    assert f"store issue {cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE:.4f}" in head
+
+
+def test_each_figure_moves_the_s_kernel_the_way_its_mechanism_says():
+    r = next(x for x in _rows() if (x["form"], x["n"], x["d"]) == ("qk", 2996, 128))
+    s, k = _kernel(r)
+    base = simulate(dataclasses.replace(s, kernels=(k,)), H200).time_s
+    saved = (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
+             cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE)
+    try:
+        for i in range(3):
+            costs = list(saved)
+            costs[i] = 0.0
+            (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
+             cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE) = costs
+            s2, k2 = _kernel(r)
+            assert simulate(dataclasses.replace(s2, kernels=(k2,)), H200).time_s < 0.97 * base
+    finally:
+        (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
+         cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE) = saved
+
+
+def test_the_n3500_validation_row_is_within_ten_percent(validation_dataset):
+    rows, _ = validation_dataset
+    row = next(r for r in rows if r.id == "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal")
+    assert abs(row.predicted_time_s / row.measured_time_s - 1) < 0.10
+
+
+def test_aligned_pitches_and_user_tiles_keep_the_hopper_gemms():
+    p = AttentionProblem(batch=1, heads_q=8, seq_q=3000, head_dim=64)
+    assert all(k.pipeline.mma_instruction == "wgmma" for k in build_schedule(p, H200, "standard").kernels)
+    q = AttentionProblem(batch=1, heads_q=8, seq_q=3001, head_dim=64)
+    s = build_schedule(q, H200, "standard", block_q=128, block_kv=128)
+    assert all(k.pipeline.mma_instruction == "wgmma" for k in s.kernels)
