@@ -8,6 +8,8 @@ printed).
 
 --without: the sweep's GPU config with those figures removed (not modelled), e.g. what a
 mechanism changes: --without dram_partial_sector_write_cost_bytes,dram_line_misaligned_stream_factor
+--without-fallback: cuBLAS's Ampere fallback not modelled (standard attention's GEMMs as the
+Hopper kernels at every pitch; iosim/algorithms/cublas_fallback.py)
 """
 import sys
 import tempfile
@@ -46,4 +48,7 @@ def main(path: str, without: list) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     fields = args[args.index("--without") + 1].split(",") if "--without" in args else []
+    if "--without-fallback" in args:
+        from iosim.algorithms import cublas_fallback
+        cublas_fallback.runs_fallback = lambda problem, gpu: False
     main(args[0], fields)
