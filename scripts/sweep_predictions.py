@@ -50,5 +50,5 @@ if __name__ == "__main__":
     fields = args[args.index("--without") + 1].split(",") if "--without" in args else []
     if "--without-fallback" in args:
         from iosim.algorithms import cublas_fallback
-        cublas_fallback.runs_fallback = lambda problem, gpu: False
+        cublas_fallback.alignment = lambda problem, gpu: 0
     main(args[0], fields)

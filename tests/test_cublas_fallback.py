@@ -20,12 +20,14 @@ from iosim.sim import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "measurements/h200/cublas_align2"
+PROBE1 = ROOT / "measurements/h200/cublas_align1"
 H200 = load_gpu("h200-calibrated")
 FORMS = {"qk": ("fwd", "std_fwd_qk"), "pv": ("fwd", "std_fwd_pv"), "pt": ("bwd", "std_bwd_dV")}
 
 
-def _rows():
-    return json.loads((PROBE / "cublas_align2_h200.json").read_text())["rows"]
+def _rows(probe=PROBE):
+    name = "cublas_align2_h200.json" if probe == PROBE else "cublas_align1_h200.json"
+    return json.loads((probe / name).read_text())["rows"]
 
 
 def _kernel(r, gpu=H200):
@@ -36,10 +38,11 @@ def _kernel(r, gpu=H200):
     return s, next(k for k in s.kernels if k.name == name)
 
 
-def _ncu():
+def _ncu(probe=PROBE):
     """{'qk 2996 128': {metric: value}} from the probe's Nsight Compute raw page."""
     out = {}
-    for block in (PROBE / "cublas_align2_ncu.csv").read_text().split("## ")[1:]:
+    name = "cublas_align2_ncu.csv" if probe == PROBE else "cublas_align1_ncu.csv"
+    for block in (probe / name).read_text().split("## ")[1:]:
         name, rest = block.split("\n", 1)
         lines = [line for line in rest.splitlines() if line.startswith('"')]
         hdr, _units, row = list(csv.reader(io.StringIO("\n".join(lines))))[:3]
@@ -47,25 +50,46 @@ def _ncu():
     return out
 
 
-def test_the_fallback_runs_exactly_where_the_h200_ran_cutlass_80_kernels():
-    rows = _rows()
-    assert len(rows) >= 20
-    for r in rows:
-        ran_ampere = all("cutlass_80" in k["name"] for k in r["kernels"])
+def test_each_regime_runs_exactly_where_the_h200_ran_its_kernels():
+    # align2 (cutlass_80) where N·2 bytes is off 16 but on 4, align1 (cutlass_75) off 4 too
+    rows = [(r, 2) for r in _rows()] + [(r, 1) for r in _rows(PROBE1)]
+    assert len(rows) >= 40
+    for r, _ in rows:
         p = AttentionProblem(batch=1, heads_q=r["z"], seq_q=r["n"], head_dim=r["d"])
-        assert cublas_fallback.runs_fallback(p, H200) == ran_ampere, r["n"]
+        names = [k["name"] for k in r["kernels"]]
+        want = 2 if all("cutlass_80" in n for n in names) else \
+            1 if all("cutlass_75" in n for n in names) else 0
+        assert cublas_fallback.alignment(p, H200) == want, r["n"]
     assert not cublas_fallback.runs_fallback(AttentionProblem(seq_q=3500), load_gpu("a100"))
 
 
-@pytest.mark.parametrize("shape", ["qk 2996 128", "qk 2996 32", "pv 2996 128", "pv 2996 64"])
-def test_shared_memory_per_cta_is_what_ncu_measured(shape):
+@pytest.mark.parametrize("probe,shape", [(PROBE, "qk 2996 128"), (PROBE, "qk 2996 32"),
+                                         (PROBE, "pv 2996 128"), (PROBE, "pv 2996 64"),
+                                         (PROBE1, "qk 2997 128"), (PROBE1, "pv 2997 128"),
+                                         (PROBE1, "pv 2997 64")])
+def test_launch_shape_is_what_ncu_measured(probe, shape):
     form, n, d = shape.split()
-    r = next(x for x in _rows() if (x["form"], x["n"], x["d"]) == (form, int(n), int(d)))
+    r = next(x for x in _rows(probe) if (x["form"], x["n"], x["d"]) == (form, int(n), int(d)))
     _, k = _kernel(r)
-    got = _ncu()[shape]
-    assert k.launch.smem_bytes_per_cta == int(got["launch__shared_mem_per_block_dynamic"].replace(",", ""))
-    assert k.launch.threads_per_cta == int(got["launch__block_size"].replace(",", ""))
+    got = _ncu(probe)[shape]
+    num = lambda key: int(got[key].replace(",", ""))  # noqa: E731
+    assert k.launch.smem_bytes_per_cta == num("launch__shared_mem_per_block_dynamic")
+    assert k.launch.threads_per_cta == num("launch__block_size")
+    assert k.launch.registers_per_thread == num("launch__registers_per_thread")
     assert k.pipeline.mma_instruction == "mma_sync"
+
+
+def test_occupancy_is_ncu_s():
+    # the kernels' CTAs per SM, as ncu's occupancy limits give them (registers and shared memory)
+    from iosim.machine import occupancy
+    for probe, shape in [(PROBE, "qk 2996 128"), (PROBE, "pv 2996 64"), (PROBE1, "qk 2997 128")]:
+        form, n, d = shape.split()
+        r = next(x for x in _rows(probe) if (x["form"], x["n"], x["d"]) == (form, int(n), int(d)))
+        _, k = _kernel(r)
+        got = _ncu(probe)[shape]
+        want = min(int(got["launch__occupancy_limit_registers"]),
+                   int(got["launch__occupancy_limit_shared_mem"]))
+        assert occupancy(H200, k.launch) == want, shape
 
 
 def test_the_narrow_gemms_grid_is_the_one_cublas_launched():
@@ -86,31 +110,43 @@ def test_probe_kernels_not_used_for_the_figures_are_predicted_within_ten_percent
     assert t / (r["kernels"][0]["dur_us"] * 1e-6) - 1 == pytest.approx(0, abs=0.10)
 
 
-def test_the_committed_figures_are_the_solver_s_output():
+@pytest.mark.parametrize("key,path,line", [((2, False), "align2_costs.txt", 0),
+                                           ((1, True), "align1_costs.txt", 0),
+                                           ((1, False), "align1_costs.txt", 1)])
+def test_the_committed_figures_are_the_solver_s_output(key, path, line):
     # the script's committed output names the figures the module carries
-    head = (ROOT / "benchmarks/results/align2_costs.txt").read_text().splitlines()[0]
-    assert f"k-step latency {cublas_fallback.K_STEP_CYCLES:.0f} cycles" in head
-    assert f"copy issue {cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE:.4f}" in head
-    assert f"store issue {cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE:.4f}" in head
+    head = (ROOT / "benchmarks/results" / path).read_text().splitlines()[line]
+    reg = cublas_fallback.REGIMES[key]
+    assert f"k-step latency {reg.k_step_cycles:.0f} cycles" in head
+    assert f"copy issue {reg.copy_issue_cycles_per_byte:.4f}" in head
+    assert f"store issue {reg.store_issue_cycles_per_byte:.4f}" in head
 
 
 def test_each_figure_moves_the_s_kernel_the_way_its_mechanism_says():
     r = next(x for x in _rows() if (x["form"], x["n"], x["d"]) == ("qk", 2996, 128))
     s, k = _kernel(r)
     base = simulate(dataclasses.replace(s, kernels=(k,)), H200).time_s
-    saved = (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
-             cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE)
+    reg = cublas_fallback.REGIMES[2, False]
+    fields = ("k_step_cycles", "copy_issue_cycles_per_byte", "store_issue_cycles_per_byte")
+    saved = [getattr(reg, f) for f in fields]
     try:
-        for i in range(3):
-            costs = list(saved)
-            costs[i] = 0.0
-            (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
-             cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE) = costs
+        for f in fields:
+            setattr(reg, f, 0.0)
             s2, k2 = _kernel(r)
             assert simulate(dataclasses.replace(s2, kernels=(k2,)), H200).time_s < 0.97 * base
+            for g, v in zip(fields, saved):
+                setattr(reg, g, v)
     finally:
-        (cublas_fallback.K_STEP_CYCLES, cublas_fallback.COPY_ISSUE_CYCLES_PER_BYTE,
-         cublas_fallback.STORE_ISSUE_CYCLES_PER_BYTE) = saved
+        for g, v in zip(fields, saved):
+            setattr(reg, g, v)
+
+
+@pytest.mark.parametrize("form,n,d", [("qk", 4003, 64), ("pt", 2997, 128)])
+def test_align1_kernels_not_used_for_the_figures_are_predicted_within_ten_percent(form, n, d):
+    r = next(x for x in _rows(PROBE1) if (x["form"], x["n"], x["d"]) == (form, n, d))
+    s, k = _kernel(r)
+    t = simulate(dataclasses.replace(s, kernels=(k,)), H200).time_s
+    assert t / (r["kernels"][0]["dur_us"] * 1e-6) - 1 == pytest.approx(0, abs=0.10)
 
 
 def test_the_n3500_validation_row_is_within_ten_percent(validation_dataset):

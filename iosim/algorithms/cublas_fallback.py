@@ -1,4 +1,4 @@
-"""cuBLAS's Ampere fallback on Hopper: the GEMMs of standard attention when S's row pitch is
+"""cuBLAS's fallback kernels on Hopper: the GEMMs of standard attention when S's row pitch is
 off 16 bytes.
 
 cuBLAS's sm90 kernels (nvjet) read and write through TMA, and a TMA descriptor's global strides
@@ -9,7 +9,16 @@ matrix of that pitch (S, P, dP, dS), and cuBLAS runs CUTLASS 2.x Ampere kernels 
 m16n8k16 tiles whose global copies move 2 elements (4 bytes) per thread (align2), issued by the
 computing warps, and a staged epilogue whose stores also move 4 bytes per thread.
 
-What the H200 ran (measurements/h200/cublas_align2/: torch.matmul as iosim/kernels/run.py calls
+Two regimes, by the pitch's alignment (`alignment`): off 16 but on 4 bytes (fp16: N_kv even,
+not a multiple of 8) cuBLAS runs the cutlass_80 align2 kernels below; off 4 bytes (N_kv odd)
+it runs CUTLASS's Turing kernels `cutlass_75_tensorop_f16_s1688gemm_f16_128x128_<layout>_align1`
+(mma.sync m16n8k8, 2-byte global accesses staged through registers: no cp.async), 128
+threads, 32 KB of shared memory (K steps of 32, 2 stages), 254 registers: two CTAs per SM
+(measurements/h200/cublas_align1/, ncu). The align1 tile is 128 × 128 for every output (P V
+at d 64 too: half its columns idle; cuBLAS chose 64x64 for P V at d 64 in the fallback
+holdout's shapes and 128x256 for Pᵀ dO at N 2997 z 22, not followed).
+
+What the H200 ran for align2 (measurements/h200/cublas_align2/: torch.matmul as iosim/kernels/run.py calls
 it, at N 1498..6006 off the 16-byte pitch, none a validation shape; the validation row N 3500
 ran the same two kernels):
   - N×N outputs (S = Q Kᵀ, dP = dO Vᵀ; K = d): 256x128_32x3_tn (K step 64 at d 256), 256
@@ -28,28 +37,57 @@ probe's S = Q Kᵀ kernels alone (one CTA per SM, 48-49 waves): the d = 32 time 
 epilogue, the slopes in d at K steps of 32 (d 32 → 128) and 64 (d 128 → 256, another tile)
 split a step's cost into its fixed part and its part per byte (`python scripts/align2_costs.py`,
 which solves for the three with the simulator itself). The probe's P V and Pᵀ dO kernels and
-the d = 64 S kernels are the check.
+the d = 64 S kernels are the check. The align1 regime has its own figures, solved the same way
+from its own probe's S kernels (`python scripts/align2_costs.py --regime align1`): its K steps
+are all 32 wide, so a step's fixed part and its part per byte are not told apart, and the
+whole step is charged as latency (copy issue 0).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 TMA_STRIDE_ALIGN_BYTES = 16
-WARP_ROWS = 64     # CUTLASS sm80 warp tile 64×64: a warp owns 64 rows of its output tile
+WARP_ROWS = 64     # CUTLASS's warp tile 64×64 (sm80 and sm75 kernels): a warp owns 64 rows
 
-# Solved by scripts/align2_costs.py from measurements/h200/cublas_align2/ (the S = Q Kᵀ kernels
-# at N 2996 / 4002 / 5006 and d 32 / 128 / 256; output benchmarks/results/align2_costs.txt): a
-# K step's latency beyond its MMAs (the mainloop's cp.async wait and barrier with one CTA of 8
-# warps per SM), the threads' issue of their 4-byte copies per byte copied, and the
-# epilogue's 4-byte stores per byte stored, in clock cycles. H200 only: other Hopper GPUs
-# borrow them. The probe's other 13 kernels (P V, Pᵀ dO, d 64): mean |err| 6.4%, max 15.8%.
-K_STEP_CYCLES = 1069.0
-COPY_ISSUE_CYCLES_PER_BYTE = 0.0334
-STORE_ISSUE_CYCLES_PER_BYTE = 0.1042
+
+@dataclass
+class Regime:
+    """One family of fallback kernels and its issue costs (clock cycles, in series with the
+    MMAs): a K step's latency beyond its MMAs, the threads' issue per byte copied and per
+    byte of the epilogue's stores. H200 figures; other Hopper GPUs borrow them."""
+
+    name: str
+    k_step_cycles: float
+    copy_issue_cycles_per_byte: float
+    store_issue_cycles_per_byte: float
+
+
+# Solved by scripts/align2_costs.py (outputs benchmarks/results/align2_costs.txt and
+# align1_costs.txt) from the probes measurements/h200/cublas_align2/ (N 2996 / 4002 / 5006) and
+# cublas_align1/ (N 2997 / 4003 / 5007; P V at N 1499..6007), none a validation shape. Keys:
+# (alignment, narrow output). align2: one set for both layouts, from its S = Q Kᵀ kernels at
+# d 32 / 128 / 256 (its 13 other kernels the check: mean |err| 6.4%, max 15.8%). align1 (K
+# steps all 32 wide): its P V kernels (nn) at d 64 / 128 give their step latency and the
+# 2-byte copies' issue (their steps' bytes differ by d); the S kernels (tn) at d 32 / 128 then
+# their own step latency and the epilogue's store issue with that copy issue; P V solved again
+# with that store issue. An align1 S step costs twice a P V step of the same bytes (3901
+# against 1936 cycles of latency); why is not measured. Checks: align1's S kernels at d 64 /
+# 256 and Pᵀ dO, mean |err| 8.2%, max 18.4%.
+_ALIGN2 = Regime("align2", k_step_cycles=1069.0, copy_issue_cycles_per_byte=0.0334,
+                 store_issue_cycles_per_byte=0.1042)
+REGIMES = {
+    (2, False): _ALIGN2,
+    (2, True): _ALIGN2,
+    (1, False): Regime("align1 tn", k_step_cycles=3901.0, copy_issue_cycles_per_byte=0.0681,
+                       store_issue_cycles_per_byte=0.1388),
+    (1, True): Regime("align1 nn", k_step_cycles=1936.0, copy_issue_cycles_per_byte=0.0671,
+                      store_issue_cycles_per_byte=0.1388),
+}
+
 
 @dataclass(frozen=True)
 class FallbackTile:
-    """One cutlass_80 align2 kernel's tile, in the row-major view of the GEMM's output."""
+    """One fallback kernel's tile, in the row-major view of the GEMM's output, and its regime."""
 
     rows: int
     cols: int
@@ -57,27 +95,48 @@ class FallbackTile:
     stages: int
     warps: int
     kernel: str
+    regime: Regime
+    registers: int      # per thread, as ncu measured the kernel (launch__registers_per_thread)
 
     def smem_bytes(self, eb: int) -> int:
         """`stages` buffers of a rows×bk panel of A and a bk×cols panel of B (ncu: 73,728 B for
-        256x128_32x3, 147,456 for 128x256_64x3, 163,840 for 64x256_64x4)."""
+        256x128_32x3, 147,456 for 128x256_64x3, 163,840 for 64x256_64x4, 32,768 for the
+        cutlass_75 128x128)."""
         return (self.rows + self.cols) * self.bk * self.stages * eb
 
 
+def alignment(problem, gpu) -> int:
+    """The fallback regime cuBLAS runs this problem's GEMMs in on this GPU: 0 none (the Hopper
+    kernels: the pitch is on 16 bytes, or the GPU has no TMA), 2 (align2: on 4 bytes), 1
+    (align1)."""
+    pitch = problem.seq_kv * problem.elem_bytes
+    if not gpu.features.tma or pitch % TMA_STRIDE_ALIGN_BYTES == 0:
+        return 0
+    return 2 if pitch % 4 == 0 else 1
+
+
 def runs_fallback(problem, gpu) -> bool:
-    """Whether cuBLAS runs its Ampere kernels for this problem's GEMMs on this GPU."""
-    return bool(gpu.features.tma) and \
-        (problem.seq_kv * problem.elem_bytes) % TMA_STRIDE_ALIGN_BYTES != 0
+    """Whether cuBLAS runs its fallback kernels for this problem's GEMMs on this GPU."""
+    return alignment(problem, gpu) != 0
 
 
-def square_output_tile(k: int) -> FallbackTile:
+def square_output_tile(k: int, align: int = 2) -> FallbackTile:
     """The tile of a GEMM whose output is N×N (S, dP), K = d."""
+    if align == 1:
+        return FallbackTile(128, 128, 32, 2, 4, "cutlass_75 128x128_tn_align1", REGIMES[1, False],
+                            254)
     bk = 32 if k <= 128 else 64
-    return FallbackTile(128, 256, bk, 3, 8, f"cutlass_80 256x128_{bk}x3_tn_align2")
+    return FallbackTile(128, 256, bk, 3, 8, f"cutlass_80 256x128_{bk}x3_tn_align2",
+                        REGIMES[2, False], 218)
 
 
-def narrow_output_tile(d: int) -> FallbackTile:
+def narrow_output_tile(d: int, align: int = 2) -> FallbackTile:
     """The tile of a GEMM whose output is N×d (O, dQ, dK, dV), K = N."""
+    if align == 1:
+        return FallbackTile(128, 128, 32, 2, 4, "cutlass_75 128x128_nn_align1", REGIMES[1, True],
+                            252)
     if d <= 64:
-        return FallbackTile(256, 64, 64, 4, 4, "cutlass_80 64x256_64x4_nn_align2")
-    return FallbackTile(256, 128, 64, 3, 8, "cutlass_80 128x256_64x3_nn_align2")
+        return FallbackTile(256, 64, 64, 4, 4, "cutlass_80 64x256_64x4_nn_align2",
+                            REGIMES[2, True], 234)
+    return FallbackTile(256, 128, 64, 3, 8, "cutlass_80 128x256_64x3_nn_align2",
+                        REGIMES[2, True], 226)

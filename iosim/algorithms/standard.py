@@ -150,9 +150,11 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     g = problem.group_size
     eb = problem.elem_bytes
     fb = None
-    if fill_wave and fallback.runs_fallback(problem, gpu):
+    align = fallback.alignment(problem, gpu) if fill_wave else 0
+    if align:
         narrow = n == problem.head_dim and k != problem.head_dim     # O, dQ, dK, dV
-        fb = fallback.narrow_output_tile(n) if narrow else fallback.square_output_tile(k)
+        fb = (fallback.narrow_output_tile(n, align) if narrow
+              else fallback.square_output_tile(k, align))
         tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
     elif fill_wave:
         tt = gemm_tile(t, bn, m, n, problem.batch * heads, gpu, eb, split_n=n > bn)
@@ -161,7 +163,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
     ampere = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
-                  step_cycles=fallback.K_STEP_CYCLES) if fb else {}
+                  step_cycles=fb.regime.k_step_cycles) if fb else {}
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
@@ -172,10 +174,10 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
         return tile_kernel(name, problem, heads, m, n, bm, bn, tt, gemm_smem_bytes(tt, eb),
                            gemm_registers(tt), program_of, Pipeline(stages=tt.stages))
     pipeline = Pipeline(stages=fb.stages, mma_instruction="mma_sync",
-                        copy_issue_cycles_per_byte=fallback.COPY_ISSUE_CYCLES_PER_BYTE,
-                        store_issue_cycles_per_byte=fallback.STORE_ISSUE_CYCLES_PER_BYTE)
+                        copy_issue_cycles_per_byte=fb.regime.copy_issue_cycles_per_byte,
+                        store_issue_cycles_per_byte=fb.regime.store_issue_cycles_per_byte)
     return tile_kernel(name, problem, heads, m, n, bm, bn, tt, fb.smem_bytes(eb),
-                       gemm_registers(tt), program_of, pipeline)
+                       fb.registers, program_of, pipeline)
 
 
 # ---- row kernels ----------------------------------------------------------------------
@@ -372,8 +374,9 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         given = not any(k.pipeline.mma_instruction == "mma_sync" for k in kernels)
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
                   f"{fallback.TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, so "
-                  "cuBLAS runs its Ampere kernels (mma.sync, 4-byte copies and stores; "
-                  "algorithms/cublas_fallback.py), " +
+                  "cuBLAS runs its fallback kernels (CUTLASS mma.sync, "
+                  f"{'4' if problem.seq_kv * problem.elem_bytes % 4 == 0 else '2'}-byte copies "
+                  "and stores; algorithms/cublas_fallback.py), " +
                   ("not modelled with a GEMM tile given: the Hopper GEMM of that tile is"
                    if given else "modelled as such"),)
     return Schedule("standard", problem, tilings, tuple(kernels), notes)

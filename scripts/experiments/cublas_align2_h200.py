@@ -13,6 +13,7 @@ GEMM's time by CUDA events (median of 15 after 3 warm-ups). Shapes (none is a va
 z = round(2e8 / N²) matrices (S about 400 MB).
 
     python3 scripts/experiments/cublas_align2_h200.py OUT.json          # the table
+    python3 scripts/experiments/cublas_align2_h200.py --odd OUT.json    # the align1 table (N+1)
     python3 scripts/experiments/cublas_align2_h200.py --one qk 2996 128  # one call (for ncu)
 """
 from __future__ import annotations
@@ -54,7 +55,14 @@ def event_us(fn, reps: int = 15) -> float:
     return statistics.median(out)
 
 
-def shapes():
+def shapes(odd: bool = False):
+    """The align2 set (N·2 bytes off 16, even N) or, odd, the align1 set (odd N: N·2 bytes off
+    4 too, where cuBLAS runs cutlass_75 kernels with 2-byte accesses): N + 1 for each N."""
+    if odd:
+        for form, n, d in shapes():
+            if n % 8:
+                yield form, n + 1, d
+        return
     for n in (2996, 4002, 5006):
         for d in (32, 64, 128, 256):
             yield "qk", n, d
@@ -68,10 +76,10 @@ def shapes():
         yield "pt", n, 128
 
 
-def main(out: Path) -> None:
+def main(out: Path, odd: bool = False) -> None:
     import torch
     rows = []
-    for form, n, d in shapes():
+    for form, n, d in shapes(odd):
         z = max(1, round(2e8 / n ** 2))
         fn = tensors(form, n, d, z)
         row = {"form": form, "n": n, "d": d, "z": z, "kernels": kernels_of(fn),
@@ -92,5 +100,7 @@ if __name__ == "__main__":
         f()
         import torch
         torch.cuda.synchronize()
+    elif sys.argv[1] == "--odd":
+        main(Path(sys.argv[2]), odd=True)
     else:
         main(Path(sys.argv[1]))
