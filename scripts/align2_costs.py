@@ -43,7 +43,6 @@ def regime_key(regime: str, form: str) -> tuple:
 # which kernel of which schedule each probe form is: (direction, kernel name)
 FORMS = {"qk": ("fwd", "std_fwd_qk"), "pv": ("fwd", "std_fwd_pv"), "pt": ("bwd", "std_bwd_dV")}
 FIT = {"align2": (32, 128, 256), "align1": (32, 128)}
-FIT_D = FIT["align2"]
 
 
 def measured_rows(regime: str = "align2"):

@@ -98,12 +98,6 @@ class FallbackTile:
     regime: Regime
     registers: int      # per thread, as ncu measured the kernel (launch__registers_per_thread)
 
-    def smem_bytes(self, eb: int) -> int:
-        """`stages` buffers of a rows×bk panel of A and a bk×cols panel of B (ncu: 73,728 B for
-        256x128_32x3, 147,456 for 128x256_64x3, 163,840 for 64x256_64x4, 32,768 for the
-        cutlass_75 128x128)."""
-        return (self.rows + self.cols) * self.bk * self.stages * eb
-
 
 def alignment(problem, gpu) -> int:
     """The fallback regime cuBLAS runs this problem's GEMMs in on this GPU: 0 none (the Hopper

@@ -54,9 +54,11 @@ CANDIDATES = (Tiling(256, 128, 4, 12), Tiling(128, 128, 2, 4), Tiling(128, 128, 
 
 
 # ---- resources ------------------------------------------------------------------------
-def gemm_smem_bytes(t: Tiling, eb: int) -> int:
-    """`stages` buffers of a BM×BK panel of A and a BN×BK panel of B."""
-    return (t.block_q * BK + t.block_kv * BK) * t.stages * eb
+def gemm_smem_bytes(t: Tiling, eb: int, bk: int = BK) -> int:
+    """`stages` buffers of a BM×BK panel of A and a BN×BK panel of B (ncu on cuBLAS's
+    fallback kernels: 73,728 B for 256x128_32x3, 147,456 for 128x256_64x3, 163,840 for
+    64x256_64x4, 32,768 for the cutlass_75 128x128)."""
+    return (t.block_q + t.block_kv) * bk * t.stages * eb
 
 
 def gemm_registers(t: Tiling) -> int:
@@ -98,7 +100,7 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
     stays in registers; the C tile is stored once (by the computing threads themselves with
-    thread_issued: cuBLAS's Ampere fallback, cublas_fallback.py)."""
+    thread_issued: cuBLAS's fallback kernels, cublas_fallback.py)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
     full, tail = divmod(k, bk)
@@ -162,13 +164,13 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
         tt = Tiling(t.block_q, bn, t.stages, t.warps)
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
-    ampere = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
-                  step_cycles=fb.regime.k_step_cycles) if fb else {}
+    fallback_args = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
+                         step_cycles=fb.regime.k_step_cycles) if fb else {}
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
         return gemm_program(mma, a, (bb, h), b, (bb, hb), c, (bb, h), c_eb, m, n, k,
-                            bm, bn, i, j, epilogue, **ampere)
+                            bm, bn, i, j, epilogue, **fallback_args)
 
     if fb is None:
         return tile_kernel(name, problem, heads, m, n, bm, bn, tt, gemm_smem_bytes(tt, eb),
@@ -176,7 +178,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     pipeline = Pipeline(stages=fb.stages, mma_instruction="mma_sync",
                         copy_issue_cycles_per_byte=fb.regime.copy_issue_cycles_per_byte,
                         store_issue_cycles_per_byte=fb.regime.store_issue_cycles_per_byte)
-    return tile_kernel(name, problem, heads, m, n, bm, bn, tt, fb.smem_bytes(eb),
+    return tile_kernel(name, problem, heads, m, n, bm, bn, tt, gemm_smem_bytes(tt, eb, fb.bk),
                        fb.registers, program_of, pipeline)
 
 
@@ -375,7 +377,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
                   f"{fallback.TMA_STRIDE_ALIGN_BYTES} B: no TMA descriptor can describe it, so "
                   "cuBLAS runs its fallback kernels (CUTLASS mma.sync, "
-                  f"{'4' if problem.seq_kv * problem.elem_bytes % 4 == 0 else '2'}-byte copies "
+                  f"{fallback.alignment(problem, gpu) * problem.elem_bytes}-byte copies "
                   "and stores; algorithms/cublas_fallback.py), " +
                   ("not modelled with a GEMM tile given: the Hopper GEMM of that tile is"
                    if given else "modelled as such"),)
