@@ -105,9 +105,9 @@ def l2_queue(algo: str, n: int, causal: bool) -> None:
     queued, total, count = defaultdict(float), defaultdict(float), defaultdict(int)
     original = memory.ExactMemory.load
 
-    def load(self, key, tensor, nbytes, now_s):
+    def load(self, key, tensor, nbytes, now_s, *rest, **kw):
         queued[tensor] += max(0.0, self.l2_server.free_s - now_s)
-        ready = original(self, key, tensor, nbytes, now_s)
+        ready = original(self, key, tensor, nbytes, now_s, *rest, **kw)
         total[tensor] += ready - now_s
         count[tensor] += 1
         return ready
@@ -156,11 +156,11 @@ def dram_queue(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
     stats = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     load0, store0 = memory.ExactMemory.load, memory.ExactMemory.store
 
-    def load(self, key, tensor, nbytes, now_s, oob_bytes=0):
+    def load(self, key, tensor, nbytes, now_s, *rest, **kw):
         hit = key in self.l2.lines
         dram_q = max(0.0, self.dram_server.free_s - now_s)
         l2_q = max(0.0, self.l2_server.free_s - now_s)
-        ready = load0(self, key, tensor, nbytes, now_s, oob_bytes)
+        ready = load0(self, key, tensor, nbytes, now_s, *rest, **kw)
         s = stats["hit" if hit else "miss", tensor, key[2] if len(key) > 2 else 0]
         s[0] += 1
         s[1] += dram_q
@@ -168,12 +168,12 @@ def dram_queue(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
         s[3] += l2_q
         return ready
 
-    def store(self, key, tensor, nbytes, reduce, now_s, layout="coalesced"):
+    def store(self, key, tensor, nbytes, reduce, now_s, *rest, **kw):
         l2_q = max(0.0, self.l2_server.free_s - now_s)
         s = stats["store", tensor, key[2] if len(key) > 2 else 0]
         s[0] += 1
         s[3] += l2_q
-        return store0(self, key, tensor, nbytes, reduce, now_s, layout)
+        return store0(self, key, tensor, nbytes, reduce, now_s, *rest, **kw)
 
     import dataclasses
     memory.ExactMemory.load, memory.ExactMemory.store = load, store
