@@ -11,6 +11,7 @@ Per shape: the kernels cuBLAS ran (torch profiler: names, grids, the median of 5
 durations) and the call's CUDA-event time (median of 15 after 3 warm-ups).
 
     python3 scripts/experiments/cublas_residency_h200.py OUT.json
+    python3 scripts/experiments/cublas_residency_h200.py --one pv 4097 128 4   # one call (ncu)
 """
 from __future__ import annotations
 
@@ -71,4 +72,10 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "--one":
+        import torch
+        fn = tensors(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        fn()
+        torch.cuda.synchronize()
+    else:
+        main(Path(sys.argv[1]))
