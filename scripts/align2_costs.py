@@ -20,6 +20,7 @@ differences; the costs stay ≥ 0). Check rows: everything else in the file (the
 P V at d 64 and 128, Pᵀ dO), not used.
 
     python scripts/align2_costs.py [--regime align2|align1] [--given STEP COPY STORE]
+    python scripts/align2_costs.py --residency     # the residency probe's rows, as modelled
 """
 from __future__ import annotations
 
@@ -122,6 +123,27 @@ def solve_nn(rows, gpu, store: float, steps: int = 8) -> tuple:
     return float(x[0]), float(x[1]), store
 
 
+RESIDENCY = MEASURED / "cublas_residency/cublas_residency_h200.json"
+
+
+def residency(gpu) -> None:
+    """The residency probe's align1 P V rows (measurements/h200/cublas_residency/, none used
+    for a figure) simulated with the module's figures: one CTA per SM (grid ≤ SMs) or two."""
+    reg = cublas_fallback.REGIMES[1, True]
+    costs = (reg.k_step_cycles, reg.copy_issue_cycles_per_byte, reg.store_issue_cycles_per_byte)
+    print(f"# residency probe, align1 nn figures {costs}")
+    print(f"{'N':>5s} {'z':>3s} {'grid':>5s} {'measured_us':>11s} {'simulated_us':>12s} {'err':>7s}")
+    for r in json.loads(RESIDENCY.read_text())["rows"]:
+        k = r["kernels"][0]
+        if (r["form"] != "pv" or len(r["kernels"]) != 1 or "128x128_nn_align1" not in k["name"]
+                or k["registers"] != 252):
+            continue       # cuBLAS ran another kernel there (split-K, sm90 xmma, 64-row tiles)
+        grid = k["grid"][0] * k["grid"][1] * k["grid"][2]
+        sim = simulated_us(r, gpu, costs, "align1")
+        print(f"{r['n']:5d} {r['z']:3d} {grid:5d} {k['dur_us']:11.1f} {sim:12.1f} "
+              f"{sim / k['dur_us'] - 1:+7.1%}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--given", type=float, nargs=3, metavar=("STEP", "COPY", "STORE"))
@@ -129,8 +151,13 @@ def main(argv=None) -> int:
     ap.add_argument("--regime", choices=sorted(PROBES), default="align2")
     ap.add_argument("--given-nn", type=float, nargs=3, metavar=("STEP", "COPY", "STORE"),
                     help="align1: the P V kernels' figures, given")
+    ap.add_argument("--residency", action="store_true",
+                    help="only simulate the residency probe's rows with the module's figures")
     args = ap.parse_args(argv)
     gpu = load_gpu(args.gpu)
+    if args.residency:
+        residency(gpu)
+        return 0
     rg = args.regime
     rows = measured_rows(rg)
     if rg == "align1" and not args.given:

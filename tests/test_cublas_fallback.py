@@ -192,3 +192,10 @@ def test_a_lone_align1_cta_is_as_much_faster_as_measured(n, alone, shared):
     m_alone, s_alone = _residency(n, alone)
     m_shared, s_shared = _residency(n, shared)
     assert s_shared / s_alone == pytest.approx(m_shared / m_alone, rel=0.10)
+
+
+def test_the_committed_residency_table_is_for_the_module_s_figures():
+    head = (ROOT / "benchmarks/results/align1_residency.txt").read_text().splitlines()[0]
+    reg = cublas_fallback.REGIMES[1, True]
+    assert head.endswith(str((reg.k_step_cycles, reg.copy_issue_cycles_per_byte,
+                              reg.store_issue_cycles_per_byte)))
