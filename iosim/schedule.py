@@ -48,6 +48,11 @@ class Load:
     # softmax at N·bytes not a multiple of 128): its DRAM bytes take longer
     # (machine.line_misaligned_dram_factor). TMA and the flash kernels' tiles never are.
     line_misaligned: bool = False
+    # round_trips: the issuing warps read their rows in this many dependent round trips (a
+    # plain-load loop whose unrolled body keeps a fixed number of bytes in flight per warp:
+    # standard attention's softmax); the tile is not in shared memory before that many
+    # memory latencies have passed (memory.trip_latency_s), however idle the servers
+    round_trips: int = 1
     kind = "load"
 
 
@@ -125,13 +130,26 @@ class Alu:
     0: the ALU unit time and MmaCost.elementwise_hold alone.
     barrier_cycles: where the phase ends at a __syncthreads before a GEMM and the CTA's wait
     there is measured, its clock cycles (once per op, whatever its count), in series after the
-    phase (machine.MmaCost.barrier_s); 0: the barrier costs nothing beyond the ordering."""
+    phase (machine.MmaCost.barrier_s); 0: the barrier costs nothing beyond the ordering.
+    issue_per_op: where the kernel's issued instructions are measured, the lane-instructions
+    its code issues per counted op (loads, stores, conversions, address and loop arithmetic
+    around the op's arithmetic): the op takes count × issue_per_op on the SM's ALU server,
+    whose rate is its issue rate (Totals.alu_issue); `count` stays the algorithm's ops, and
+    so does the MMA-stream hold (MmaCost.elementwise_hold: only a kernel without MMAs, the
+    standard softmax, has a measured figure). 1: one instruction per op."""
 
     name: str
     count: int
     phase_cycles_per_op: float = 0.0
     barrier_cycles: float = 0.0
+    issue_per_op: float = 1.0
     kind = "alu"
+
+    @property
+    def issued(self) -> int:
+        """Lane-instructions issued for the op (count × issue_per_op, to the nearest one, so
+        that totals add up exactly in any order)."""
+        return self.count if self.issue_per_op == 1.0 else round(self.count * self.issue_per_op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +231,7 @@ class Totals:
     mma_ops: int = 0
     exp: int = 0
     alu: int = 0
+    alu_issue: int = 0         # the Alu ops' issued lane-instructions (Alu.issued)
     barriers: int = 0
 
     def add(self, other: "Totals", times: int = 1) -> None:
@@ -235,6 +254,7 @@ class Totals:
         self.mma_ops += other.mma_ops * times
         self.exp += other.exp * times
         self.alu += other.alu * times
+        self.alu_issue += other.alu_issue * times
         self.barriers += other.barriers * times
 
     @property
@@ -281,6 +301,7 @@ def program_totals(program: tuple) -> Totals:
             t.exp += item.count
         elif isinstance(item, Alu):
             t.alu += item.count
+            t.alu_issue += item.issued
         elif isinstance(item, Barrier):
             t.barriers += 1
         else:  # pragma: no cover - a generator bug

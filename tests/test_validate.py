@@ -120,7 +120,11 @@ def test_project_time_max_error_within_budget(validation):
 def test_project_held_out_time_max_error_within_budget(validation):
     # met (11.7%) until the fallback holdout set (pitch off 16 bytes) was added: its N 4097 d 128
     # row is +18.7%, a P V grid of 132 lone CTAs whose align1 figures were solved at two CTAs
-    # per SM (measurements/h200/fallback_holdout/README.md); the next test names it
+    # per SM (measurements/h200/fallback_holdout/README.md); N 6006 d 128 joined it (+18.4%)
+    # when the softmax kernel's round trips and issued instructions were modelled
+    # (algorithms/softmax_code.py: its softmax 82.1 -> 98.5 us, measured 143.5) and left its
+    # P V (+78%: cuBLAS ran a 128x128 tile on its small grid, the model the 256-row one)
+    # uncovered; the next test names both
     _, s = validation
     assert s["project"]["time_held_out"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
 
@@ -129,7 +133,8 @@ def test_the_held_out_rows_beyond_the_time_max_are_named(validation):
     rows, _ = validation
     over = {r.id for r in rows if r.impl == "iosim" and not r.train
             and abs(r.time_err) > BUDGETS["project"]["time_max_abs_err"]}
-    assert over == {"iosim-standard-fwd-N4097-d128-H4-B1-fp16-full"}
+    assert over == {"iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
+                    "iosim-standard-fwd-N6006-d128-H2-B1-fp16-full"}
 
 
 def test_project_flash_kernels_time_max_error_within_budget(validation):

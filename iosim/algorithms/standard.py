@@ -37,6 +37,7 @@ from functools import partial
 from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_by_edges, loop)
 from . import cublas_fallback as fallback
+from . import softmax_code
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
                      partial_sector_writes, rows_in_block)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
@@ -195,10 +196,16 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
     mis = line_misaligned(problem)
     mask = (Alu("mask", rows * n),) if problem.causal else ()
     if single_pass(problem, gpu):   # the CTA's rows of S sit in shared memory
-        return (Load("S", (b, h, i), rows, n, rows * n * eb, line_misaligned=mis), *mask,
-                Alu("max", rows * n), Exp("exp", 2 * rows * n),   # for the sum, then for P
-                Alu("sum", rows * n),
-                Alu("scale", rows * n),
+        # its warps copy their rows in dependent round trips, and its code issues more
+        # instructions than its three counted ops per element, spread over them (softmax_code:
+        # the kernel's SASS and Nsight Compute)
+        issue = softmax_code.issued_per_element(n * eb) / 3
+        return (Load("S", (b, h, i), rows, n, rows * n * eb, line_misaligned=mis,
+                     round_trips=softmax_code.row_load_trips(n * eb)), *mask,
+                Alu("max", rows * n, issue_per_op=issue),
+                Exp("exp", 2 * rows * n),   # for the sum, then for P
+                Alu("sum", rows * n, issue_per_op=issue),
+                Alu("scale", rows * n, issue_per_op=issue),
                 Store("P", (b, h, i), rows, n, rows * n * eb,
                       partial_sectors=partial_sector_writes(i * ROWS_PER_CTA, rows, 0, n * eb,
                                                             n * eb), line_misaligned=mis))

@@ -48,14 +48,16 @@ def shape_key(items) -> tuple:
         if kind == "loop":
             out.append(("loop", item.count, shape_key(item.body)))
         elif kind == "load":
-            out.append(("load", item.tensor, item.bytes, item.oob_bytes, item.line_misaligned))
+            out.append(("load", item.tensor, item.bytes, item.oob_bytes, item.line_misaligned,
+                        item.round_trips))
         elif kind == "store":
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
                         item.layout, item.partial_sectors, item.line_misaligned))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind == "alu":
-            out.append((kind, item.count, item.phase_cycles_per_op, item.barrier_cycles))
+            out.append((kind, item.count, item.phase_cycles_per_op, item.barrier_cycles,
+                        item.issue_per_op))
         elif kind == "exp":
             out.append((kind, item.count))
     return tuple(out)

@@ -31,4 +31,4 @@ def busy_of_program(program, rates) -> tuple:
     """(tensor, exp, ALU) seconds of a program's work at the SM's full rates."""
     t = program_totals(program)
     return (t.mma_flops / rates.tensor_flops_per_s, t.exp / rates.exp_per_s,
-            t.alu / rates.alu_ops_per_s)
+            t.alu_issue / rates.alu_ops_per_s)

@@ -268,6 +268,12 @@ class ExactMemory:
             self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
+    def trip_latency_s(self, key, tensor: str) -> float:
+        """The latency of one round trip of a load of this tile issued now (Load.round_trips):
+        the L2's if the tile is in it, the DRAM's if not (dram_latency_s is a pointer chase's
+        load-to-use time, the L2's traversal included)."""
+        return self.l2_latency_s if key in self.l2.lines else self.dram_latency_s
+
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,
               misaligned: bool = False) -> float:
@@ -368,6 +374,13 @@ class ExpectedMemory:
             wait_s += self.dram_server.reserve(now_s, p_bytes * nbytes * f)[0] - now_s
         line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
+
+    def trip_latency_s(self, key, tensor: str) -> float:
+        """The expected latency of one round trip of a load of `tensor` (Load.round_trips):
+        the DRAM's (a pointer chase's load-to-use time) for the expected fraction that waits
+        for it, the L2's for the rest."""
+        p = min(1.0, self.miss_probability.get(tensor, (0.0, 0.0))[1])
+        return (1.0 - p) * self.l2_latency_s + p * self.dram_latency_s
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,

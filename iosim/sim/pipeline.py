@@ -77,10 +77,19 @@ def tile_key(op, env_vars: dict) -> tuple:
     return (op.tensor,) + tuple(env_vars[c] if isinstance(c, str) else c for c in op.coord)
 
 
+def load_tile(mem, op, key, now_s: float) -> float:
+    """Issue a Load on `mem`; when its tile is in shared memory. A load read in dependent
+    round trips (Load.round_trips) takes at least that many trip latencies."""
+    trips = op.round_trips
+    floor_s = now_s + trips * mem.trip_latency_s(key, op.tensor) if trips > 1 else 0.0
+    r = mem.load(key, op.tensor, op.bytes, now_s, op.oob_bytes, op.line_misaligned)
+    return r if r >= floor_s else floor_s
+
+
 def _work(op, mma=None) -> float:
     if op.kind == "mma":
         return op.flops if mma is None else mma.work(op)
-    return op.count
+    return op.issued if op.kind == "alu" else op.count
 
 
 _BODY_CACHE: dict = {}
@@ -134,8 +143,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
         kind = op.kind
         if kind == "load":
             if do_memory:
-                r = mem.load(tile_key(op, env_vars), op.tensor, op.bytes, env.now, op.oob_bytes,
-                             op.line_misaligned)
+                r = load_tile(mem, op, tile_key(op, env_vars), env.now)
                 if r > pending_s:
                     pending_s = r
                 if op.indirect and r > env.now:     # later loads need its data as addresses
@@ -286,8 +294,7 @@ def _issue(ctx, loads, env_vars: dict) -> float:
     now = ctx.env.now
     ready = now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, now, ld.oob_bytes,
-                         ld.line_misaligned)
+        r = load_tile(ctx.mem, ld, tile_key(ld, env_vars), now)
         if r > ready:
             ready = r
     return ready
@@ -299,8 +306,7 @@ def _issue_indirect(ctx, loads, env_vars: dict):
     env = ctx.env
     ready = env.now
     for ld in loads:
-        r = ctx.mem.load(tile_key(ld, env_vars), ld.tensor, ld.bytes, env.now, ld.oob_bytes,
-                         ld.line_misaligned)
+        r = load_tile(ctx.mem, ld, tile_key(ld, env_vars), env.now)
         if r > ready:
             ready = r
         if ld.indirect and r > env.now:

@@ -9,7 +9,7 @@ def unit_busy_s(totals, rates) -> dict:
     """Seconds each per-SM unit type is busy, summed over SMs (exact: work ÷ per-SM rate)."""
     return {"tensor": totals.mma_flops / rates.tensor_flops_per_s,
             "exp": totals.exp / rates.exp_per_s,
-            "alu": totals.alu / rates.alu_ops_per_s}
+            "alu": totals.alu_issue / rates.alu_ops_per_s}
 
 
 def kernel_result(kernel, gpu, rates, start_s, end_s, occ, mem: dict,

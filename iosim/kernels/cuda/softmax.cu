@@ -17,7 +17,8 @@
 // Measurement variants of the single-pass path (scripts/softmax_variants_h200.py; the
 // defaults are the kernel the schedule describes): IOSIM_SM_VARIANT 1 copies S to P through
 // shared memory with no arithmetic, 2 loads S only, 3 loads nothing (the rows in shared
-// memory are zeros) and computes and stores P, 4 computes only (no load, no store);
+// memory are zeros) and computes and stores P, 4 computes only (no load, no store); 1 and 2
+// also on the scalar path (N_kv not a multiple of 8: scripts/experiments/softmax_scalar_h200.py);
 // IOSIM_SM_LOAD_UNROLL: the unroll of the S copy loop (its 16-byte loads in flight per lane).
 #ifndef IOSIM_SM_VARIANT
 #define IOSIM_SM_VARIANT 0
@@ -83,6 +84,13 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
             for (int c8 = lane; c8 < Nkv / 8; c8 += 32) dst[c8] = src[c8];
 #else
             if (src[lane].x == 0x7e007e01u) dst[lane] = src[lane];   // keeps the loads alive
+#endif
+        }
+        if (active && !vec) {                 // the scalar path's copy / load alone
+#if IOSIM_SM_VARIANT == 1
+            for (int c = lane; c < Nkv; c += 32) P[base + c] = buf[c];
+#else
+            if (buf[lane] == 0x7e01u) P[base + lane] = buf[lane];              // keeps the loads alive
 #endif
         }
         tr.finish();

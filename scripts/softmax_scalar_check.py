@@ -1,0 +1,84 @@
+"""The softmax kernel alone against the scalar-path probe (measurements/h200/softmax_scalar/):
+each probe row (B 1, H 16, d 128, fp16; N_kv mod 8 = 0: 16-byte path, otherwise the scalar
+path; CTAs per SM lowered by the probe's extra dynamic shared memory) simulated as a one-kernel
+kernel launched twice, warm L2 (the probe times launches back to back: each writes back the dirty
+P lines the one before left and leaves its own), at the counted SM clock; the second launch's
+time and its launch overhead against the kernel's CUDA-event time (variant 0).
+
+    python scripts/softmax_scalar_check.py [--mode fast|exact]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from pathlib import Path
+
+from iosim.algorithms import build_schedule
+from iosim.clock import sustained_simulation
+from iosim.problem import AttentionProblem
+
+LOG = Path(__file__).resolve().parents[1] / "measurements/h200/softmax_scalar/softmax_scalar.log"
+LINE = re.compile(r"^N\s+(\d+) mod8 (\d) ctas/SM\s+(\d+)\s+kernel\s+([\d.]+) us .* copy\s+([\d.]+)"
+                  r"\s+load\s+([\d.]+) us")
+
+
+def probe_rows(log: Path = LOG) -> list[dict]:
+    rows = []
+    for line in log.read_text().splitlines():
+        m = LINE.match(line)
+        if m:
+            n, mod, k, us, copy, load = m.groups()
+            rows.append({"n": int(n), "mod8": int(mod), "ctas_per_sm": int(k),
+                         "kernel_s": float(us) * 1e-6, "copy_s": float(copy) * 1e-6,
+                         "load_s": float(load) * 1e-6})
+    return rows
+
+
+def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
+                 load_only: bool = False) -> float:
+    """The model's time for the probe's softmax launch (at its CTAs per SM); load_only: the
+    probe's variant 2 (the copy of S into shared memory alone: the program's Load)."""
+    from iosim.hardware import load_gpu
+    g = load_gpu(gpu)
+    p = AttentionProblem(batch=1, heads_q=16, seq_q=row["n"], head_dim=128, dtype="fp16")
+    sched = build_schedule(p, g, "standard")
+    (k,) = [k for k in sched.kernels if k.name == "std_fwd_softmax"]
+    smem_sm = g.shared_memory_per_sm_bytes
+    want = row["ctas_per_sm"]
+    launch = k.launch
+    if want * (launch.smem_bytes_per_cta + 1024) <= smem_sm and want < 16:
+        pad = smem_sm // want - 1024 - 64           # as the probe asked for
+        launch = dataclasses.replace(launch, smem_bytes_per_cta=max(launch.smem_bytes_per_cta, pad))
+    k = dataclasses.replace(k, launch=launch)
+    if load_only:
+        whole = k.program
+        k = dataclasses.replace(k, program=lambda cta: whole(cta)[:1])
+    two = dataclasses.replace(sched, kernels=(k, dataclasses.replace(k, name=k.name + "_again")))
+    r, at = sustained_simulation(two, g, l2_protocol="warm", time_protocol="warm", mode=mode)
+    return r.kernels[1].time_s + at.launch_overhead_s
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--mode", default="fast")
+    a = ap.parse_args(argv)
+    print(f"{'N':>5} {'mod8':>4} {'CTAs/SM':>7} | kernel: {'measured us':>11} {'model us':>9} "
+          f"{'err':>7} | load only: {'measured us':>11} {'model us':>9} {'err':>7}")
+    errs = {"kernel_s": [], "load_s": []}
+    for row in probe_rows():
+        cells = []
+        for key, load_only in (("kernel_s", False), ("load_s", True)):
+            t = simulate_row(row, mode=a.mode, load_only=load_only)
+            err = t / row[key] - 1
+            errs[key].append(abs(err))
+            cells.append(f"{row[key] * 1e6:11.1f} {t * 1e6:9.1f} {err:+7.1%}")
+        print(f"{row['n']:5d} {row['mod8']:4d} {row['ctas_per_sm']:7d} | kernel: {cells[0]} | "
+              f"load only: {cells[1]}")
+    for key, name in (("kernel_s", "kernel"), ("load_s", "load only")):
+        e = errs[key]
+        print(f"{name}: mean |err| {sum(e) / len(e):.1%}, max {max(e):.1%} ({len(e)} rows)")
+
+
+if __name__ == "__main__":
+    main()

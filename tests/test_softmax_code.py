@@ -1,0 +1,79 @@
+"""The standard softmax kernel's code as the schedule describes it (algorithms/softmax_code.py)
+against the H200 probe of measurements/h200/softmax_scalar/: its SASS, its Nsight Compute
+instruction counts and its latency-bound loads."""
+import csv
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from iosim.algorithms import softmax_code as sc
+from iosim.hardware import load_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "measurements/h200/softmax_scalar"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def ncu_metrics(n: int) -> dict:
+    rows = [r for r in csv.reader(open(PROBE / f"ncu_{n}.csv")) if len(r) > 14][1:]
+    return {r[12]: float(r[14].replace(",", "")) for r in rows}
+
+
+@pytest.mark.parametrize("n, path", [(4008, "vector"), (4001, "scalar")])
+def test_issued_instructions_per_element_are_nsight_computes(n, path):
+    m = ncu_metrics(n)
+    per_element = m["smsp__inst_executed.sum"] * 32 / (16 * n * n)
+    assert sc.ISSUED_INSTRUCTIONS_PER_ELEMENT[path] == pytest.approx(per_element, abs=0.006)
+    assert sc.path(2 * n) == path
+
+
+def ldg_runs(width: str) -> list:
+    """Runs of global loads of one width before the shared-memory stores that use them, in the
+    order of the single-pass section of the SASS (up to the first 16-byte store to global)."""
+    runs, run = [], 0
+    for line in (PROBE / "softmax_sass.txt").read_text().splitlines():
+        if "STG.E.128" in line:
+            break
+        if re.search(rf"LDG\.E\.{width}\b", line):
+            run += 1
+        elif re.search(r"\bSTS\b|\bSTS\.", line) and run:
+            runs.append(run)
+            run = 0
+    return runs
+
+
+def test_copy_loops_are_the_unrolled_blocks_the_trips_count():
+    assert ldg_runs("U16")[:4] == [1, 16, 8, 4]     # remainder, then blocks of 16, 8, 4
+    assert ldg_runs("128")[:2] == [1, 4]            # remainder, then blocks of 4
+
+
+@pytest.mark.parametrize("n, trips", [
+    (4096, 4),     # 16 accesses a lane: four blocks of four
+    (3008, 6),     # lanes of 12 and 11: a remainder of 3, then 3 blocks
+    (3001, 9),     # lanes of 94 and 93: a remainder of 2, then 16 x 5, 8, 4
+    (2, 1),
+])
+def test_round_trips_by_hand(n, trips):
+    assert sc.row_load_trips(2 * n) == trips
+
+
+def test_lone_cta_loads_take_the_configured_dram_latency_per_trip():
+    from softmax_scalar_check import probe_rows
+    gpu = load_gpu("h200-calibrated")
+    turnover_s = gpu.cta_turnover_cycles / gpu.sm_clock_counted_max_hz
+    lone = [r for r in probe_rows() if r["ctas_per_sm"] == 1]
+    assert len(lone) == 4
+    for r in lone:
+        rows_per_warp = 16 * r["n"] / (gpu.sm_count * 4)
+        trip_s = (r["load_s"] / rows_per_warp - turnover_s) / sc.row_load_trips(2 * r["n"])
+        assert trip_s == pytest.approx(gpu.dram_latency_s, rel=0.1), r
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_both_engines_put_the_latency_bound_load_within_10_percent(mode):
+    from softmax_scalar_check import probe_rows, simulate_row
+    row = next(r for r in probe_rows() if r["n"] == 3001 and r["ctas_per_sm"] == 2)
+    t = simulate_row(row, mode=mode, load_only=True)
+    assert t == pytest.approx(row["load_s"], rel=0.1)
