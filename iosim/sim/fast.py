@@ -174,23 +174,8 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
                     for k in range(1, info.occ + 1))
             costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
                                     bool(p) and p[0].kind != "loop",
-                                    *((tuple(ab[3]), ab[4]) if fill is not None else ()),
-                                    burst_slack_s=_round_trip_slack(p, c_miss, characterizer.gpu)))
+                                    *((tuple(ab[3]), ab[4]) if fill is not None else ())))
     return costs
-
-
-def _round_trip_slack(program, miss: dict, gpu) -> float:
-    """How much of a burst's FIFO wait the first segment's dependent round trips cover: all
-    but one of their expected trip latencies (memory.ExpectedMemory.trip_latency_s)."""
-    if not program or program[0].kind == "loop":
-        return 0.0
-    slack = 0.0
-    for op in split_segments(program)[0]:
-        if op.kind == "load" and op.round_trips > 1:
-            p = min(1.0, miss.get(op.tensor, (0.0, 0.0))[1])
-            trip_s = (1.0 - p) * gpu.l2_latency_s + p * gpu.dram_latency_s
-            slack = max(slack, (op.round_trips - 1) * trip_s)
-    return slack
 
 
 def _first_wave_loads(kernel, ki: int, group: int, reuse) -> dict:

@@ -63,10 +63,6 @@ class ClassCosts:
     burst_first: bool    # the first segment is plain ops (a dispatched group issues it at once)
     dram_bytes_fill: tuple = ()   # expected DRAM bytes while the kernel's stores fill the L2
     stored_bytes: tuple = ()      # bytes stored (with dram_bytes_fill: the kernel has a fill)
-    # the part of a burst's queueing its first segment's own round trips already cover
-    # (Load.round_trips: its profile waits that many trip latencies, which exact mode overlaps
-    # with the FIFO wait: a load lands at the later of the two)
-    burst_slack_s: float = 0.0
 
     def merged(self) -> "ClassCosts":
         """The class as one segment: a CTA dispatched alone runs its segments merged (fewer
@@ -292,7 +288,6 @@ class FluidKernel:
                     dram_s = self.dram_burst.reserve(t_now, self.dram_of(c, 0))[0] - t_now
                     wait = max(self.l2_burst.reserve(t_now, c.l2_bytes[0])[0] - t_now,
                                c.dram_wait[0] * dram_s)
-                    wait = max(0.0, wait - c.burst_slack_s)
                     st.burst, st.extra_s, st.stall[0] = True, wait, wait
                     st.costs = c
             if self.prologues:
