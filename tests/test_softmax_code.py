@@ -77,3 +77,22 @@ def test_both_engines_put_the_latency_bound_load_within_10_percent(mode):
     row = next(r for r in probe_rows() if r["n"] == 3001 and r["ctas_per_sm"] == 2)
     t = simulate_row(row, mode=mode, load_only=True)
     assert t == pytest.approx(row["load_s"], rel=0.1)
+
+
+def test_with_memory_out_of_the_way_the_softmax_runs_at_its_issue_rate():
+    # L2 and DRAM 8x faster: the kernel's issued instructions on the ALU server (its rate is
+    # the SM's issue rate) bound it, not its three counted ops per element
+    from iosim import AttentionProblem, build_schedule
+    from iosim.sim import simulate
+    h100 = load_gpu("h100")
+    gpu = h100.with_(l2_bandwidth_bytes_per_s=8 * h100.l2_bandwidth_bytes_per_s,
+                     dram_bandwidth_bytes_per_s=8 * h100.dram_bandwidth_bytes_per_s)
+    sched = build_schedule(AttentionProblem(seq_q=4096, heads_q=8), gpu, "standard")
+    (k,) = [k for k in sched.kernels if k.name == "std_fwd_softmax"]
+    t = k.totals()
+    assert t.alu_issue == pytest.approx(sc.ISSUED_INSTRUCTIONS_PER_ELEMENT["vector"] / 3
+                                        * t.alu, rel=1e-6)
+    issue_s = t.alu_issue / gpu.alu_ops_per_s
+    r = simulate(sched, gpu, "fast").kernels[1]
+    assert r.bound_by == "alu"
+    assert issue_s <= r.time_s <= 1.25 * issue_s
