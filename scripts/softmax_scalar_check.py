@@ -1,11 +1,15 @@
 """The softmax kernel alone against the scalar-path probe (measurements/h200/softmax_scalar/):
 each probe row (B 1, H 16, d 128, fp16; N_kv mod 8 = 0: 16-byte path, otherwise the scalar
-path; CTAs per SM lowered by the probe's extra dynamic shared memory) simulated as a one-kernel
-kernel launched twice, warm L2 (the probe times launches back to back: each writes back the dirty
-P lines the one before left and leaves its own), at the counted SM clock; the second launch's
-time and its launch overhead against the kernel's CUDA-event time (variant 0).
+path; CTAs per SM lowered by the probe's extra dynamic shared memory) simulated as the
+softmax kernel launched twice on a warm L2 (the probe times launches back to back: each writes
+back the dirty P lines the one before left and leaves its own), at the counted SM clock; the
+second launch's time and its launch overhead against the kernel's CUDA-event time (variant 0),
+and the load alone (variant 2) against the program's Load alone.
 
-    python scripts/softmax_scalar_check.py [--mode fast|exact]
+    python scripts/softmax_scalar_check.py [--mode fast|exact] [--without-mechanisms]
+
+--without-mechanisms: the schedule as it was before softmax_code (one round trip, one
+instruction per counted op), for the "before" column of the probe's README.
 """
 from __future__ import annotations
 
@@ -59,10 +63,21 @@ def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
     return r.kernels[1].time_s + at.launch_overhead_s
 
 
+def without_mechanisms() -> None:
+    """Switch softmax_code's two figures off (one round trip, one instruction per op)."""
+    from iosim.algorithms import softmax_code
+    softmax_code.row_load_trips = lambda row_bytes: 1
+    softmax_code.issued_per_element = lambda row_bytes: 3.0
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", default="fast")
+    ap.add_argument("--without-mechanisms", action="store_true")
     a = ap.parse_args(argv)
+    if a.without_mechanisms:
+        without_mechanisms()
     print(f"{'N':>5} {'mod8':>4} {'CTAs/SM':>7} | kernel: {'measured us':>11} {'model us':>9} "
           f"{'err':>7} | load only: {'measured us':>11} {'model us':>9} {'err':>7}")
     errs = {"kernel_s": [], "load_s": []}

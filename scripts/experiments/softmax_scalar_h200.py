@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+from softmax_pitch_h200 import events_us   # noqa: E402  (the pitch probe's CUDA-event timer)
 
 NS = (2001, 2002, 2004, 2008, 3001, 3002, 3004, 3008, 4001, 4002, 4004, 4008,
       6001, 6002, 6004, 6008, 8001, 8008)
@@ -44,21 +46,6 @@ def launcher(cp, n, variant, dyn, S, P):
     args = (S, P, np.int32(H), np.int32(n), np.int32(n), np.int32(0),
             np.float32(1 / math.sqrt(128)), np.int32(1), np.uint64(0), np.int32(0))
     return lambda: k(grid, (128,), args, shared_mem=dyn)
-
-
-def events_us(cp, fn, reps=10, warm=3):
-    for _ in range(warm):
-        fn()
-    cp.cuda.Device().synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(e0, e1) * 1e3)
-    return statistics.median(ts)
 
 
 def sass(out: Path) -> None:
