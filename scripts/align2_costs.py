@@ -33,7 +33,7 @@ import numpy as np
 
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.algorithms import cublas_fallback
-from iosim.sim import simulate
+from iosim.clock import sustained_simulation
 
 MEASURED = Path(__file__).resolve().parent.parent / "measurements/h200"
 PROBES = {"align2": MEASURED / "cublas_align2/cublas_align2_h200.json",
@@ -61,7 +61,9 @@ def is_fit_row(r, regime: str = "align2") -> bool:
 
 
 def simulated_us(r, gpu, costs, regime: str = "align2") -> float:
-    """The probe row's kernel simulated with its regime's figures set to `costs`."""
+    """The probe row's kernel simulated with its regime's figures set to `costs`, at the SM
+    clock `iosim validate` simulates it at (clock.sustained_simulation: the counted clock, or
+    the power-capped one below it), so that cycle figures mean the same time in both."""
     reg = cublas_fallback.REGIMES[regime_key(regime, r["form"])]
     reg.k_step_cycles, reg.copy_issue_cycles_per_byte, reg.store_issue_cycles_per_byte = costs
     direction, name = FORMS[r["form"]]
@@ -69,7 +71,7 @@ def simulated_us(r, gpu, costs, regime: str = "align2") -> float:
                          head_dim=r["d"], direction=direction)
     s = build_schedule(p, gpu, "standard")
     s = dataclasses.replace(s, kernels=tuple(k for k in s.kernels if k.name == name))
-    return simulate(s, gpu).time_s * 1e6
+    return sustained_simulation(s, gpu)[0].time_s * 1e6
 
 
 def targets(fit, gpu, costs, regime: str) -> np.ndarray:

@@ -109,32 +109,26 @@ def test_project_time_max_error_within_budget(validation):
     # 13.3% over the first four sweeps since FA-3's consumer model from its phase stamps
     # (compute.SoftmaxTileServer, wgmma group latency, fa3.CONSUMER_PHASE_CYCLES; was 17.4%,
     # iosim-fa3-fwd-N512-d64-causal). Standard attention off the powers of two misses it: the
-    # oddn sweep's N 5000 (-15.8%: cuBLAS's 152x256 tile); N 3500 (pitch off 16 bytes) is
-    # +5.4% since cuBLAS's Ampere fallback is modelled (was -44.3%). The flash kernels alone
-    # meet it, and so do the held-out rows (next tests).
+    # oddn sweep's N 5000 (-15.4%: cuBLAS's 152x256 tile; the next tests name it). The flash
+    # kernels alone meet it, and so do the held-out rows.
     _, s = validation
     assert s["project"]["time"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
 
 
-@NOT_YET
 def test_project_held_out_time_max_error_within_budget(validation):
-    # met (11.7%) until the fallback holdout set (pitch off 16 bytes) was added: its N 4097 d 128
-    # row is +18.7%, a P V grid of 132 lone CTAs whose align1 figures were solved at two CTAs
-    # per SM (measurements/h200/fallback_holdout/README.md); N 6006 d 128 joined it (+18.6%)
-    # when the softmax kernel's round trips and issued instructions were modelled
-    # (algorithms/softmax_code.py: its softmax 82.1 -> 99.3 us, measured 143.5) and left its
-    # P V (+78%: cuBLAS ran a 128x128 tile on its small grid, the model the 256-row one)
-    # uncovered; the next test names both
+    # met again (11.9%, N 3333) since cuBLAS's fallback figures are solved at the SM clock the
+    # validation simulates at (scripts/align2_costs.py; they had been solved at clock_hz, 10%
+    # above it, and the fallback rows ran slow: N 4097 +19.9%, N 6006 +18.6%, now +10.4 /
+    # +9.8%)
     _, s = validation
     assert s["project"]["time_held_out"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
 
 
-def test_the_held_out_rows_beyond_the_time_max_are_named(validation):
+def test_the_rows_beyond_the_time_max_are_named(validation):
     rows, _ = validation
-    over = {r.id for r in rows if r.impl == "iosim" and not r.train
+    over = {r.id for r in rows if r.impl == "iosim"
             and abs(r.time_err) > BUDGETS["project"]["time_max_abs_err"]}
-    assert over == {"iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
-                    "iosim-standard-fwd-N6006-d128-H2-B1-fp16-full"}
+    assert over == {"iosim-standard-fwd-N5000-d64-H8-B1-fp16-full"}
 
 
 def test_project_flash_kernels_time_max_error_within_budget(validation):

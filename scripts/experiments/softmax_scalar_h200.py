@@ -7,7 +7,7 @@ and its load-only variant (2); at N 3001 / 3008 and 6001 / 6008 also the CTAs pe
 by asking for more dynamic shared memory than the kernel uses (a latency-bound loop's time
 scales with the warps in flight, a bandwidth-bound one's does not). CUDA events, median of
 10 after 3 warm-ups. `--ncu N` launches only the committed kernel once at N (for Nsight
-Compute); `--sass FILE` writes the kernel's SASS (nvcc -cubin -arch=sm_90 of the same source
+Compute; `--ctas-per-sm K` lowers the CTAs per SM to K); `--sass FILE` writes the kernel's SASS (nvcc -cubin -arch=sm_90 of the same source
 and defines, cuobjdump -sass).
 
     python3 scripts/experiments/softmax_scalar_h200.py OUT.json
@@ -66,6 +66,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("output", nargs="?")
     ap.add_argument("--ncu", type=int, default=0)
+    ap.add_argument("--ctas-per-sm", type=int, default=0,
+                    help="with --ncu: lower the CTAs per SM to this by dynamic shared memory")
     ap.add_argument("--sass")
     a = ap.parse_args(argv)
     if a.sass:
@@ -77,7 +79,10 @@ def main(argv=None):
     S = cp.random.standard_normal(B * H * nmax * nmax, dtype=cp.float32).astype(cp.float16)
     P = cp.empty_like(S)
     if a.ncu:
-        launcher(cp, a.ncu, 0, 4 * a.ncu * 2, S, P)()
+        dyn = 4 * a.ncu * 2
+        if a.ctas_per_sm:
+            dyn = max(dyn, smem_sm // a.ctas_per_sm - 1024 - 64)
+        launcher(cp, a.ncu, 0, dyn, S, P)()
         cp.cuda.Device().synchronize()
         return
     rows = []
