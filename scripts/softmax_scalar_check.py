@@ -6,7 +6,7 @@ back the dirty P lines the one before left and leaves its own), at the counted S
 second launch's time and its launch overhead against the kernel's CUDA-event time (variant 0),
 and the load alone (variant 2) against the program's Load alone.
 
-    python scripts/softmax_scalar_check.py [--mode fast|exact] [--without-mechanisms]
+    python scripts/softmax_scalar_check.py [--mode fast|exact] [--without-mechanisms] [--copy]
 
 --without-mechanisms: the schedule as it was before softmax_code (one round trip, one
 instruction per counted op), for the "before" column of the probe's README.
@@ -40,9 +40,10 @@ def probe_rows(log: Path = LOG) -> list[dict]:
 
 
 def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
-                 load_only: bool = False) -> float:
+                 load_only: bool = False, copy_only: bool = False) -> float:
     """The model's time for the probe's softmax launch (at its CTAs per SM); load_only: the
-    probe's variant 2 (the copy of S into shared memory alone: the program's Load)."""
+    probe's variant 2 (the copy of S into shared memory alone: the program's Load); copy_only:
+    its variant 1 (the same loads and stores, no arithmetic: the program's Load and Store)."""
     from iosim.hardware import load_gpu
     g = load_gpu(gpu)
     p = AttentionProblem(batch=1, heads_q=16, seq_q=row["n"], head_dim=128, dtype="fp16")
@@ -58,6 +59,10 @@ def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
     if load_only:
         whole = k.program
         k = dataclasses.replace(k, program=lambda cta: whole(cta)[:1])
+    elif copy_only:
+        whole = k.program
+        k = dataclasses.replace(k, program=lambda cta: tuple(
+            op for op in whole(cta) if getattr(op, "kind", "") in ("load", "store")))
     two = dataclasses.replace(sched, kernels=(k, dataclasses.replace(k, name=k.name + "_again")))
     r, at = sustained_simulation(two, g, l2_protocol="warm", time_protocol="warm", mode=mode)
     return r.kernels[1].time_s + at.launch_overhead_s
@@ -75,22 +80,27 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", default="fast")
     ap.add_argument("--without-mechanisms", action="store_true")
+    ap.add_argument("--copy", action="store_true",
+                    help="the copy-only variant (loads and stores, no arithmetic) in place of "
+                         "the load alone")
     a = ap.parse_args(argv)
     if a.without_mechanisms:
         without_mechanisms()
+    second = ("copy_s", "copy only") if a.copy else ("load_s", "load only")
     print(f"{'N':>5} {'mod8':>4} {'CTAs/SM':>7} | kernel: {'measured us':>11} {'model us':>9} "
-          f"{'err':>7} | load only: {'measured us':>11} {'model us':>9} {'err':>7}")
-    errs = {"kernel_s": [], "load_s": []}
+          f"{'err':>7} | {second[1]}: {'measured us':>11} {'model us':>9} {'err':>7}")
+    errs = {"kernel_s": [], second[0]: []}
     for row in probe_rows():
         cells = []
-        for key, load_only in (("kernel_s", False), ("load_s", True)):
-            t = simulate_row(row, mode=a.mode, load_only=load_only)
+        for key, part in (("kernel_s", None), second):
+            t = simulate_row(row, mode=a.mode, load_only=part == "load only",
+                             copy_only=part == "copy only")
             err = t / row[key] - 1
             errs[key].append(abs(err))
             cells.append(f"{row[key] * 1e6:11.1f} {t * 1e6:9.1f} {err:+7.1%}")
         print(f"{row['n']:5d} {row['mod8']:4d} {row['ctas_per_sm']:7d} | kernel: {cells[0]} | "
-              f"load only: {cells[1]}")
-    for key, name in (("kernel_s", "kernel"), ("load_s", "load only")):
+              f"{second[1]}: {cells[1]}")
+    for key, name in (("kernel_s", "kernel"), second):
         e = errs[key]
         print(f"{name}: mean |err| {sum(e) / len(e):.1%}, max {max(e):.1%} ({len(e)} rows)")
 
