@@ -6,10 +6,10 @@ the project's softmax kernel, with the pipe's busy share and the time per step.
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
+
+from iosim.measure.ncu import raw_rows
 
 NCU = (Path(__file__).resolve().parent.parent
        / "measurements/h200/cublas_wavefronts/cublas_wavefronts_ncu.csv")
@@ -22,10 +22,7 @@ def blocks(path: Path = NCU) -> list:
     out = []
     for block in path.read_text().split("## ")[1:]:
         name, rest = block.split("\n", 1)
-        lines = [line for line in rest.splitlines() if line.startswith('"')]
-        rows = list(csv.reader(io.StringIO("\n".join(lines))))
-        for r in rows[2:]:
-            out.append((name.split(), dict(zip(rows[0], r))))
+        out += [(name.split(), row) for row in raw_rows(rest)]
     return out
 
 
@@ -34,8 +31,14 @@ def num(d: dict, key: str) -> float:
 
 
 def main() -> int:
-    print(f"{'shape':18s} {'kernel':22s} {'grid':>5s} {'CTAs/SM':>7s} {'us':>7s} "
-          f"{'cyc/step':>8s} {'wavefronts':>11s} {'shared':>6s} {'pipe busy':>9s}")
+    print(table())
+    return 0
+
+
+def table() -> str:
+    """The table main prints."""
+    out = [f"{'shape':18s} {'kernel':22s} {'grid':>5s} {'CTAs/SM':>7s} {'us':>7s} "
+           f"{'cyc/step':>8s} {'wavefronts':>11s} {'shared':>6s} {'pipe busy':>9s}"]
     for words, d in blocks():
         gx, gy, gz = (int(x) for x in d["Grid Size"].strip("()").split(","))
         ctas = gx * gy * gz
@@ -47,22 +50,22 @@ def main() -> int:
         if words[0] == "softmax":
             n = int(words[1])
             elems = 16 * n * n
-            print(f"{' '.join(words):18s} {'std_softmax':22s} {ctas:5d} {words[2]:>7s} "
-                  f"{t_us:7.1f} {'':>8s} {wf / elems:8.3f}/el {shared / elems:6.3f} "
-                  f"{busy:8.1f}%")
+            out.append(f"{' '.join(words):18s} {'std_softmax':22s} {ctas:5d} {words[2]:>7s} "
+                       f"{t_us:7.1f} {'':>8s} {wf / elems:8.3f}/el {shared / elems:6.3f} "
+                       f"{busy:8.1f}%")
             continue
-        form, n, d_, z = words[0], int(words[1]), int(words[2]), int(words[3])
+        form, n = words[0], int(words[1])
         kernel = d["Kernel Name"].split("gemm_f16_")[-1].split(">")[0].split("(")[0]
         per_sm = "1" if ctas <= SMS else "2" if ctas <= 2 * SMS else "waves"
         if form == "pv":       # K = N: a long K loop, the epilogue a small part
             steps = math.ceil(n / BK)
-            print(f"{' '.join(words):18s} {kernel:22s} {ctas:5d} {per_sm:>7s} {t_us:7.1f} "
-                  f"{cyc / steps:8.0f} {wf / ctas / steps:11.0f} {shared / ctas / steps:6.0f} "
-                  f"{busy:8.1f}%")
+            out.append(f"{' '.join(words):18s} {kernel:22s} {ctas:5d} {per_sm:>7s} {t_us:7.1f} "
+                       f"{cyc / steps:8.0f} {wf / ctas / steps:11.0f} "
+                       f"{shared / ctas / steps:6.0f} {busy:8.1f}%")
         else:                  # K = d: d / 32 steps and the epilogue, per CTA
-            print(f"{' '.join(words):18s} {kernel:22s} {ctas:5d} {per_sm:>7s} {t_us:7.1f} "
-                  f"{'':>8s} {wf / ctas:8.0f}/CTA {shared / ctas:6.0f} {busy:8.1f}%")
-    return 0
+            out.append(f"{' '.join(words):18s} {kernel:22s} {ctas:5d} {per_sm:>7s} {t_us:7.1f} "
+                       f"{'':>8s} {wf / ctas:8.0f}/CTA {shared / ctas:6.0f} {busy:8.1f}%")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -64,8 +64,9 @@ class Regime:
 
 # Solved by scripts/align2_costs.py (outputs benchmarks/results/align2_costs.txt and
 # align1_costs.txt) at the SM clock `iosim validate` simulates the kernels at (the counted
-# clock, GpuSpec.sm_clock_counted_max_hz: cycles mean the same seconds in both) from the probes measurements/h200/cublas_align2/ (N 2996 / 4002 / 5006) and
-# cublas_align1/ (N 2997 / 4003 / 5007; P V at N 1499..6007), none a validation shape. Keys:
+# clock, GpuSpec.sm_clock_counted_max_hz: cycles mean the same seconds in both) from the
+# probes measurements/h200/cublas_align2/ (N 2996 / 4002 / 5006) and cublas_align1/ (N 2997 /
+# 4003 / 5007; P V at N 1499..6007), none a validation shape. Keys:
 # (alignment, narrow output). align2: one set for both layouts, from its S = Q Kᵀ kernels at
 # d 32 / 128 / 256 (its 13 other kernels the check: mean |err| 6.4%, max 16.2%). align1 (K
 # steps all 32 wide): its P V kernels (nn) at d 64 / 128 give their step latency and the

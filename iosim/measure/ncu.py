@@ -1,9 +1,10 @@
 """Nsight Compute byte counters for the kernels of one run.
 
 `ncu_command(script_args)` builds the command line; `parse_csv(text)` reads ncu's
-`--csv --page raw` output into per-kernel rows. A profiled process marks the start of each
-configuration by launching the tiny kernel `iosim_marker` (see `marker()`), so one ncu run
-can profile many configurations: `split_by_marker` cuts the kernel list at the markers.
+`--csv --page raw` output into per-kernel rows (`raw_rows(text)`: every column as text). A
+profiled process marks the start of each configuration by launching the tiny kernel
+`iosim_marker` (see `marker()`), so one ncu run can profile many configurations:
+`split_by_marker` cuts the kernel list at the markers.
 Clocks are left alone (`--clock-control none`); ncu flushes caches before each kernel replay
 (its default `--cache-control all`), so DRAM bytes are those of a cold L2, and dirty lines
 still in L2 when a kernel ends are written back outside its measurement (counted by no kernel).
@@ -39,28 +40,42 @@ def marker():
     k((1,), (32,), (cp.zeros(1, dtype=cp.int32),))
 
 
-def parse_csv(text: str) -> list:
-    """ncu --csv --page raw → [{'kernel': name, 'dram_read_bytes': ..., ...}] in launch order."""
+def raw_rows(text: str) -> list:
+    """ncu --csv --page raw → one {column: text} dict per profiled kernel, in launch order
+    (the units row that --print-units writes under the header is left out)."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
     if not lines:
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     header, body = rows[0], rows[1:]
-    units = {}
     if body and not body[0][0].strip().isdigit():   # a units row follows the header
-        units = dict(zip(header, body[0]))
         body = body[1:]
-    col = {h: n for n, h in enumerate(header)}
+    return [dict(zip(header, r)) for r in body]
+
+
+def units_row(text: str) -> dict:
+    """The {column: unit} row under the header of ncu's raw page ({} where it has none)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines[:2]))))
+    if len(rows) < 2 or rows[1][0].strip().isdigit():
+        return {}
+    return dict(zip(rows[0], rows[1]))
+
+
+def parse_csv(text: str) -> list:
+    """ncu --csv --page raw → [{'kernel': name, 'dram_read_bytes': ..., ...}] in launch order."""
+    units = units_row(text)
     out = []
-    for r in body:
-        rec = {"kernel": r[col["Kernel Name"]] if "Kernel Name" in col else r[col.get("Function Name", 0)]}
+    for r in raw_rows(text):
+        rec = {"kernel": r["Kernel Name"] if "Kernel Name" in r else
+               r.get("Function Name", next(iter(r.values()), ""))}
         for h, name in (("Grid Size", "grid"), ("Block Size", "block")):
-            if h in col:
-                rec[name] = r[col[h]].replace(" ", "")
+            if h in r:
+                rec[name] = r[h].replace(" ", "")
         for m, name in COLUMNS.items():
-            if m in col:
+            if m in r:
                 try:
-                    v = float(r[col[m]].replace(",", ""))
+                    v = float(r[m].replace(",", ""))
                 except ValueError:
                     v = float("nan")
                 rec[name] = v * UNIT.get(units.get(m, ""), 1)
