@@ -15,6 +15,7 @@ default 11: its own draw), e.g. the figures docs/simulator.md quotes about its m
     python benchmarks/sim_diagnostics.py band --row 34              # fast vs exact, perturbed GPUs
     python benchmarks/sim_diagnostics.py waves --row 19 --kernel 0  # per wave (232 waves)
     python benchmarks/sim_diagnostics.py dram-queue --row 19        # K misses behind write-backs
+    python benchmarks/sim_diagnostics.py dram-backlog --row 11      # DRAM work carried across kernels
 """
 from __future__ import annotations
 
@@ -195,6 +196,68 @@ def dram_queue(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
             print(f"  store {tensor} head {head}: {c}, L2 FIFO wait {l2q / c * 1e9:6.1f} ns")
 
 
+def _logged_dram_server(log: list):
+    """memory.dram_server, its reservations logged as (issue time, FIFO free time after)."""
+    make0 = memory.dram_server
+
+    def make(gpu):
+        server = make0(gpu)
+        base = type(server)
+
+        class Logged(base):
+            __slots__ = ()
+
+            def reserve(self, now_s, amount):
+                out = base.reserve(self, now_s, amount)
+                log.append((now_s, self.free_s))
+                return out
+
+            if hasattr(base, "reserve_write"):
+                def reserve_write(self, now_s, nbytes):
+                    out = base.reserve_write(self, now_s, nbytes)
+                    log.append((now_s, self.free_s))
+                    return out
+
+        logged = object.__new__(Logged)
+        for cls in base.__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if hasattr(server, slot):
+                    setattr(logged, slot, getattr(server, slot))
+        return logged
+    return make0, make
+
+
+def dram_backlog(algo: str, n: int, causal: bool) -> None:
+    """Per kernel: time and DRAM utilization (busy time over the kernel's time) in exact and
+    fast mode, and exact mode's DRAM FIFO backlog (work accepted, not yet served) when the
+    kernel starts (before its own first loads) and when its last CTA ends. Exact mode's write-backs are fire and forget,
+    so a DRAM-bound kernel can end with work still queued, which the next kernel's loads wait
+    behind (utilization above 1); the fast mode charges a kernel all of its DRAM work."""
+    import bisect
+    schedule, gpu = _schedule(algo, n, causal)
+    log: list = []
+    make0, make = _logged_dram_server(log)
+    memory.dram_server = make
+    try:
+        ex = simulate(schedule, gpu, "exact")
+    finally:
+        memory.dram_server = make0
+    fa = simulate(schedule, gpu)
+    times = [t for t, _ in log]
+
+    def backlog(t: float) -> float:       # what was accepted before t and is not served at t
+        i = bisect.bisect_left(times, t) - 1
+        return max(0.0, log[i][1] - t) if i >= 0 else 0.0
+
+    for ke, kf in zip(ex.kernels, fa.kernels):
+        print(f"  {ke.name:18s} exact {ke.time_s * 1e6:9.2f} us (DRAM util {ke.utilization['dram']:.3f}), "
+              f"fast {kf.time_s * 1e6:9.2f} us ({kf.time_s / ke.time_s - 1:+.2%}, util "
+              f"{kf.utilization['dram']:.3f}); exact backlog at start {backlog(ke.start_s) * 1e6:6.2f} us, "
+              f"at end {backlog(ke.end_s) * 1e6:6.2f} us")
+    print(f"  schedule: exact {ex.time_s * 1e6:.2f} us, fast {fa.time_s * 1e6:.2f} us "
+          f"({fa.time_s / ex.time_s - 1:+.2%})")
+
+
 def budget() -> None:
     """The headline problem at three L2 replay budgets: DRAM reads, in-process time (second
     run of each)."""
@@ -209,7 +272,8 @@ def budget() -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["waves", "l2-queue", "budget", "band", "dram-queue"])
+    ap.add_argument("what", choices=["waves", "l2-queue", "budget", "band", "dram-queue",
+                                         "dram-backlog"])
     ap.add_argument("algo", nargs="?", default="fa2")
     ap.add_argument("seq", nargs="?", type=int, default=4096)
     ap.add_argument("--causal", action="store_true")
@@ -233,6 +297,8 @@ def main(argv=None) -> int:
         band(args.algo, args.seq, args.causal)
     elif args.what == "dram-queue":
         dram_queue(args.algo, args.seq, args.causal, args.kernel)
+    elif args.what == "dram-backlog":
+        dram_backlog(args.algo, args.seq, args.causal)
     else:
         budget()
     return 0

@@ -63,3 +63,23 @@ def test_dram_queue_counts_every_load_up_to_its_kernel(diagnostics, capsys):
         counted[m[1]] += int(m[2])
     assert counted == schedule_loads(_schedule(), kernels=2)
     assert re.search(r"^\s+store S head \d+: \d+", out, re.M)
+
+
+def test_dram_backlog_spy_leaves_exact_mode_unchanged(diagnostics, capsys):
+    """The logged DRAM server is the engine's own: exact mode prints the times a plain
+    simulation gives, and a kernel whose DRAM work exceeds its time (utilization above 1)
+    ends with work still queued."""
+    from iosim.sim import simulate
+    assert diagnostics.main(["dram-backlog", "standard", "2048"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\s+(\w+)\s+exact\s+([\d.]+) us \(DRAM util ([\d.]+)\).*"
+                      r"at start\s+([\d.]+) us, at end\s+([\d.]+) us", out, re.M)
+    schedule = build_schedule(AttentionProblem(seq_q=2048, heads_q=32), load_gpu("h100"),
+                              "standard")
+    plain = simulate(schedule, load_gpu("h100"), "exact")
+    assert [r[0] for r in rows] == [k.name for k in plain.kernels]
+    for (name, t_us, util, _, end_us), k in zip(rows, plain.kernels):
+        assert float(t_us) == pytest.approx(k.time_s * 1e6, abs=0.006)
+        if float(util) > 1.0:
+            assert float(end_us) > 0.0
+    assert any(float(r[2]) > 1.0 for r in rows)
