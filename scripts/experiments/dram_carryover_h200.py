@@ -7,6 +7,7 @@ X ≫ L2); kernel B reads another buffer (Y bytes, a sum reduction per thread). 
 CUDA events recorded between A and B and after B:
   cold:  B after a read-only kernel of the same size as A (no dirty line, nothing queued)
   b2b:   B right after A in the same stream (A's queued write-backs, and its dirty lines)
+  b2b_write: B right after a write-only kernel of X bytes
   gap:   A, a host sync and a 2 ms sleep, then B (A's dirty lines only, if the L2 keeps them)
   spin:  A, then a 1-CTA kernel spinning 2 ms on %globaltimer, then B (same, in one stream)
 and A's own time (its bytes over time: is the last of its write-backs inside it?). Medians
@@ -30,6 +31,11 @@ extern "C" __global__ void copy16(const int4* __restrict__ src, int4* __restrict
          i += (long long)gridDim.x * blockDim.x)
         dst[i] = src[i];
 }
+extern "C" __global__ void write16(int4* __restrict__ dst, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        dst[i] = make_int4((int)i, 1, 2, 3);
+}
 extern "C" __global__ void read16(const int4* __restrict__ src, long long n, int* __restrict__ sink) {
     int acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
@@ -50,7 +56,8 @@ extern "C" __global__ void spin(long long ns) {
 def main(out_path: str) -> None:
     import cupy as cp
     mod = cp.RawModule(code=SRC, options=("-std=c++17",))
-    copy16, read16, spin = (mod.get_function(n) for n in ("copy16", "read16", "spin"))
+    copy16, read16, spin, write16 = (mod.get_function(n)
+                                     for n in ("copy16", "read16", "spin", "write16"))
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     grid, block = (sms * 8,), (256,)
     x = 1 << 30
@@ -64,6 +71,9 @@ def main(out_path: str) -> None:
 
     def run_r():
         read16(grid, block, (a_src, nx, sink))
+
+    def run_w():
+        write16(grid, block, (a_dst, nx))
 
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "x_bytes": x,
            "rows": []}
@@ -87,6 +97,7 @@ def main(out_path: str) -> None:
         cases = {
             "cold": lambda: timed_b(run_r),
             "b2b": lambda: timed_b(run_a),
+            "b2b_write": lambda: timed_b(run_w),
             "gap": lambda: timed_b(run_a, 2e-3),
             "spin": lambda: timed_b(lambda: (run_a(), spin((1,), (32,), (cp.int64(2_000_000),)))),
         }
