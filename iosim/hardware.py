@@ -77,6 +77,7 @@ PLAUSIBLE = {
     "l2_fragment_store_bandwidth_bytes_per_s": (1e9, 1e15),
     "dram_partial_sector_write_cost_bytes": (0, 1e4),
     "dram_line_misaligned_stream_factor": (1, 10),
+    "dram_write_queue_s": (0, 1e-4),
     "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
 }
 
@@ -297,6 +298,10 @@ class GpuSpec(_Spec):
     # start off the 128-byte line, over an aligned one's (Load / Store.line_misaligned,
     # machine.line_misaligned_dram_factor); None: not modelled
     dram_line_misaligned_stream_factor: Optional[float] = _figure(None, ge=1)
+    # DRAM time of write-backs the memory controllers hold queued beyond the accesses that
+    # caused them: an access whose eviction would queue more waits until the DRAM has served
+    # all but this much (machine.dram_write_queue_s); None: an unbounded queue (fire and forget)
+    dram_write_queue_s: Optional[float] = _figure(None, ge=0)
     features: Features = _figure()
     sources: dict[str, str] = _figure()
 

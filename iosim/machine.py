@@ -248,6 +248,19 @@ def partial_sector_write_cost_bytes(gpu) -> float:
     return getattr(gpu, "dram_partial_sector_write_cost_bytes", None) or 0.0
 
 
+def dram_write_queue_s(gpu) -> float | None:
+    """DRAM time of write-backs that may stay queued beyond the access that caused them
+    (GpuSpec.dram_write_queue_s; None: an unbounded FIFO, write-backs fire and forget). Exact
+    mode holds a load whose miss evicts a dirty line, or a store that pushes one out, until
+    the DRAM server has served all but this much of its queue. H200: 0.35 µs, the resolution of
+    a probe that found no queued work carried across a kernel boundary: a read kernel right
+    after a 1 GiB copy ran as long as after the same copy and 2 ms of idle DRAM (−0.35 / −0.19
+    / −0.19 µs at 64 MiB / 256 MiB / 1 GiB read; measurements/h200/dram_carryover/,
+    tests/test_dram_write_queue.py), where an unbounded queue carried 3.9–5.0 µs out of a
+    DRAM-bound softmax kernel (sim_diagnostics.py dram-backlog)."""
+    return getattr(gpu, "dram_write_queue_s", None)
+
+
 def line_misaligned_dram_factor(gpu) -> float:
     """DRAM time of a byte of a misaligned row stream (Load / Store.line_misaligned) over an
     aligned one's: GpuSpec.dram_line_misaligned_stream_factor, 1 where not given. H200: the

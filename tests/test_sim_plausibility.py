@@ -57,8 +57,9 @@ def test_fa2_forward_l2_hit_rate_is_near_complete_at_moderate_n():
     assert r.l2_hit_rate >= 0.95
     # Q, K, V each read from DRAM about once: the 35 MiB effective L2 holds far fewer than
     # the 100 MB, so the heads' CTAs must stay near lockstep; CTAs that drift apart re-read
-    # a few tiles (0.2% with the copy issue and CTA turnover of the merged model)
-    assert r.dram_read_bytes == pytest.approx(compulsory_reads, rel=0.005)
+    # a few tiles (0.8%: the O stores past the dirty limit wait for room in the DRAM write
+    # queue, machine.dram_write_queue_s, and hold their CTAs unevenly)
+    assert r.dram_read_bytes == pytest.approx(compulsory_reads, rel=0.01)
     assert r.dram_read_bytes >= compulsory_reads
 
 

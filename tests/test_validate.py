@@ -104,13 +104,13 @@ def test_project_time_mape_within_budget(validation):
     assert s["project"]["time_held_out"]["mape"] <= BUDGETS["project"]["time_mape"]
 
 
-@NOT_YET
 def test_project_time_max_error_within_budget(validation):
     # 13.3% over the first four sweeps since FA-3's consumer model from its phase stamps
     # (compute.SoftmaxTileServer, wgmma group latency, fa3.CONSUMER_PHASE_CYCLES; was 17.4%,
-    # iosim-fa3-fwd-N512-d64-causal). Standard attention off the powers of two misses it: the
-    # oddn sweep's N 5000 (-15.4%: cuBLAS's 152x256 tile; the next tests name it). The flash
-    # kernels alone meet it, and so do the held-out rows.
+    # iosim-fa3-fwd-N512-d64-causal). Standard attention off the powers of two was the last
+    # row beyond it, the oddn sweep's N 5000 (-15.4%, cuBLAS's 152x256 tile), until exact
+    # mode's DRAM write queue was bounded by its H200 probe (machine.dram_write_queue_s:
+    # -14.0%, the standard rows' softmax no longer finishing ahead of its write-backs).
     _, s = validation
     assert s["project"]["time"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
 
@@ -122,13 +122,6 @@ def test_project_held_out_time_max_error_within_budget(validation):
     # +9.8%)
     _, s = validation
     assert s["project"]["time_held_out"]["max_abs_err"] <= BUDGETS["project"]["time_max_abs_err"]
-
-
-def test_the_rows_beyond_the_time_max_are_named(validation):
-    rows, _ = validation
-    over = {r.id for r in rows if r.impl == "iosim"
-            and abs(r.time_err) > BUDGETS["project"]["time_max_abs_err"]}
-    assert over == {"iosim-standard-fwd-N5000-d64-H8-B1-fp16-full"}
 
 
 def test_project_flash_kernels_time_max_error_within_budget(validation):

@@ -118,13 +118,15 @@ def l2_dirty_capacity_bytes(gpu) -> float:
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
     """Exact mode's memory on `gpu` with an LRU of `l2_capacity_bytes` (the engine's, and the
     fast mode's short wave simulations, wave_queue.py)."""
-    from ..machine import (dram_write_cost, fragment_store_l2_cost, line_misaligned_dram_factor,
-                           partial_sector_write_cost_bytes, reduce_l2_costs)
+    from ..machine import (dram_write_cost, dram_write_queue_s, fragment_store_l2_cost,
+                           line_misaligned_dram_factor, partial_sector_write_cost_bytes,
+                           reduce_l2_costs)
     lru = TileLru(l2_capacity_bytes, l2_dirty_capacity_bytes(gpu))
     return ExactMemory(lru, Server(gpu.l2_bandwidth_bytes_per_s),
                        dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
                        reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu),
-                       partial_sector_write_cost_bytes(gpu), line_misaligned_dram_factor(gpu))
+                       partial_sector_write_cost_bytes(gpu), line_misaligned_dram_factor(gpu),
+                       dram_write_queue_s(gpu))
 
 
 class TileLru:
@@ -225,7 +227,8 @@ class ExactMemory:
     def __init__(self, l2: TileLru, l2_server: Server, dram_server: Server,
                  l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None,
                  dram_write_cost: float = 1.0, fragment_store_cost: float = 1.0,
-                 partial_sector_cost: float = 0.0, misaligned_factor: float = 1.0):
+                 partial_sector_cost: float = 0.0, misaligned_factor: float = 1.0,
+                 write_queue_s: float | None = None):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
         # machine.partial_sector_write_cost_bytes: DRAM time per Store.partial_sectors write
         self.partial_sector_cost = partial_sector_cost
@@ -238,6 +241,8 @@ class ExactMemory:
         # machine.reduce_l2_costs: port bytes per reduced byte, by Store.reduce_layout
         self.reduce_cost = reduce_cost or {}
         self.l2_latency_s, self.dram_latency_s = l2_latency_s, dram_latency_s
+        # machine.dram_write_queue_s: DRAM work a write-back may leave queued (None: any)
+        self.write_queue_s = write_queue_s
         self.counters = MemoryCounters()
         self.kernel_counters = MemoryCounters()   # reset by the engine at each kernel start
 
@@ -249,7 +254,8 @@ class ExactMemory:
              misaligned: bool = False) -> float:
         """Issue a load at now_s; returns when the tile is in the SM's shared memory.
         oob_bytes (Load.oob_bytes) cross the L2 → SM path only; a miss of a misaligned row
-        stream (Load.line_misaligned) takes its bytes' DRAM time times the misaligned factor."""
+        stream (Load.line_misaligned) takes its bytes' DRAM time times the misaligned factor.
+        A miss that evicts a dirty line waits for room in a bounded write queue (_writeback)."""
         # L2 → SM bandwidth is taken at issue (the request's slot on the crossbar)
         _, l2_done_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)
         self._count("l2_to_sm_bytes", nbytes + oob_bytes)
@@ -265,7 +271,9 @@ class ExactMemory:
             _, dram_done_s = self.dram_server.reserve(
                 now_s, nbytes * (1.0 + self.misaligned_extra) if misaligned else nbytes)
             line_ready_s = dram_done_s + self.dram_latency_s
-            self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
+            held_s = self._writeback(self.l2.insert(key, nbytes, False, line_ready_s), now_s)
+            if held_s > line_ready_s:
+                line_ready_s = held_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
     def trip_latency_s(self, key, tensor: str) -> float:
@@ -277,7 +285,8 @@ class ExactMemory:
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,
               misaligned: bool = False) -> float:
-        """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM).
+        """Issue a store; returns when L2 has accepted it (the CTA waits for that, not for DRAM,
+        except for room in a bounded write queue for the write-back it causes: _writeback).
         A reduce holds the L2 port for as long as the atomic-reduction rate takes; a plain
         store in the fragment layout (Store.layout) as long as that layout's rate takes. Its
         partial-sector writes (Store.partial_sectors) and, for a misaligned row stream
@@ -297,24 +306,30 @@ class ExactMemory:
             written_back = self.l2.mark_dirty(key, entry)
             if entry[0] != nbytes:            # a differently sized write to the same tile
                 self.l2.resize(entry, nbytes)
-            self._writeback(written_back, now_s)
-            return l2_done_s
+            held_s = self._writeback(written_back, now_s)
+            return held_s if held_s > l2_done_s else l2_done_s
         ready_s = l2_done_s
         if reduce:                            # read-modify-write: fetch the old value first
             self._count("dram_read_bytes", nbytes)
             _, dram_done_s = self.dram_server.reserve(now_s, nbytes)
             ready_s = max(ready_s, dram_done_s + self.dram_latency_s)
-        self._writeback(self.l2.insert(key, nbytes, True, ready_s), now_s)
-        return l2_done_s
+        held_s = self._writeback(self.l2.insert(key, nbytes, True, ready_s), now_s)
+        return held_s if held_s > l2_done_s else l2_done_s
 
-    def _writeback(self, nbytes: int, now_s: float) -> None:
-        if nbytes:
-            self._count("dram_write_bytes", nbytes)
-            # fire and forget: nobody waits on it
-            if isinstance(self.dram_server, MixedDramServer):   # the cost of the mix
-                self.dram_server.reserve_write(now_s, nbytes)
-            else:
-                self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
+    def _writeback(self, nbytes: int, now_s: float) -> float:
+        """Queue a write-back of nbytes on the DRAM server; returns until when the access that
+        caused it is held (0: not held): until the queue has served all but write_queue_s of
+        its work (GpuSpec.dram_write_queue_s; None: an unbounded queue, fire and forget)."""
+        if not nbytes:
+            return 0.0
+        self._count("dram_write_bytes", nbytes)
+        if isinstance(self.dram_server, MixedDramServer):   # the cost of the mix
+            self.dram_server.reserve_write(now_s, nbytes)
+        else:
+            self.dram_server.reserve(now_s, nbytes * self.dram_write_cost)
+        if self.write_queue_s is None:
+            return 0.0
+        return self.dram_server.free_s - self.write_queue_s
 
     def flush(self) -> None:
         """End of schedule: dirty lines still in L2 reach DRAM (bytes only, no time)."""
