@@ -76,3 +76,19 @@ def test_stores_cost_dram_only_after_they_have_filled_the_l2():
                           0, 2, fill).end_s
     assert end(1.0) == pytest.approx(3.0)
     assert end(None) == pytest.approx(4.0)
+
+
+def test_a_first_wave_burst_pays_the_write_backs_of_its_stores_past_the_fill():
+    """Four SMs, one slot each, DRAM at 1 B/s; each CTA's one (burst) segment runs 1 s,
+    stores 1 B, reads 1 B of DRAM and, once write-backs begin, writes 1 B back. The L2's fill
+    takes 2 B: the first wave's burst queues the four CTAs' DRAM bytes in launch order, the
+    first two without a write-back (1 B each), the last two with it (2 B each): the last CTA
+    waits 1 + 1 + 2 = 4 s for its turn and ends at 5 s. Before the fill was weighed in the
+    burst, every CTA of the wave was charged its fill figure (the last would wait 3 s)."""
+    costs = [ClassCosts((((1.0, 0.0, 0.0, 0.0, 0.0),),), (0.0,), (2.0,), (1.0,), True,
+                        (1.0,), (1.0,))]
+    machine = FluidMachine(4, 1, 1e12, 1.0, 0.0)
+    ends = []
+    run_kernel(4, lambda c: 0, costs, machine, 0.0,
+               lambda cta, cls, sm, s, e, *rest: ends.append(e), False, None, 0, 4, 2.0)
+    assert sorted(ends) == pytest.approx([1.0, 2.0, 3.0, 5.0])

@@ -30,8 +30,11 @@ not assumed; a kernel that never settles is walked CTA by CTA.
 
 Store fill: a kernel's first stores fill the L2 before any dirty line is written back; until
 its CTAs have stored `fill_bytes` (fast.StoreFill) the segments' DRAM demand is
-ClassCosts.dram_bytes_fill, then dram_bytes (with write-backs). No steady state is sought
-before the fill has ended.
+ClassCosts.dram_bytes_fill, then dram_bytes (with write-backs). A burst's CTAs whose first
+segment's stores go past the fill (counting the stores of the CTAs queued before them in the
+burst) reserve that share of their write-backs too, as exact mode's stores past the fill
+write back, and wait for room in its bounded write queue. No steady state is sought before the
+fill has ended.
 
 Events are segment completions (a heap keyed by virtual finish time) and dispatches
 (dispatch.py).
@@ -282,10 +285,19 @@ class FluidKernel:
         t_now = self.t_now
         if len(group) > 1 or (group and (self.l2_burst.free_s > t_now
                                          or self.dram_burst.free_s > t_now)):
+            queued_stores = 0.0
             for st in group:
                 c = self.costs[st.cls]
                 if c.burst_first:
-                    dram_s = self.dram_burst.reserve(t_now, self.dram_of(c, 0))[0] - t_now
+                    dram = self.dram_of(c, 0)
+                    if self.filling and c.stored_bytes and c.stored_bytes[0] > 0.0:
+                        # the group's stores past the L2's fill write back (their share)
+                        own = c.stored_bytes[0]
+                        past = self.stored + queued_stores + own - self.fill_bytes
+                        if past > 0.0:
+                            dram += (min(past, own) / own) * (c.dram_bytes[0] - c.dram_bytes_fill[0])
+                        queued_stores += own
+                    dram_s = self.dram_burst.reserve(t_now, dram)[0] - t_now
                     wait = max(self.l2_burst.reserve(t_now, c.l2_bytes[0])[0] - t_now,
                                c.dram_wait[0] * dram_s)
                     st.burst, st.extra_s, st.stall[0] = True, wait, wait
