@@ -49,3 +49,21 @@ def test_a_program_splits_into_plain_runs_and_top_level_loops():
     program = (q, Alu("b", 1), Loop("j", 0, 4, body), Loop("k", 0, 2, body), Alu("c", 1))
     assert [len(s) for s in split_segments(program)] == [2, 1, 1, 1]
     assert split_segments(program)[1][0].var == "j"
+
+
+def test_short_ctas_on_one_sm_run_as_a_stream_of_out_of_phase_slots():
+    """A CTA too short to settle (a 2-iteration exp loop, then as long an ALU phase) with two
+    co-resident: the profile is a steady stream of two slots half a CTA apart, so one slot's
+    exp phase runs under the other's ALU phase and each CTA lasts its solo time (started in
+    lockstep, the two would queue on each unit and last about twice as long)."""
+    ch = Characterizer(GPU, RATES, Pipeline(stages=1))
+    t_exp = 2 * 4096 / RATES.exp_per_s
+    alu_ops = round(t_exp * RATES.alu_ops_per_s)
+    program = (Loop("j", 0, 2, (Exp("e", 4096),)), Alu("a", alu_ops))
+    solo = ch.segment_profiles(program, 1, ALL_HIT)
+    two = ch.segment_profiles(program, 2, ALL_HIT)
+    assert [v[0] for v in two] == pytest.approx([v[0] for v in solo], rel=1e-6)
+    turnover_s = GPU.cta_turnover_cycles / GPU.clock_hz      # held by the last segment
+    assert sum(v[0] for v in solo) == pytest.approx(2 * t_exp + turnover_s, rel=1e-3)
+    lockstep = ch._simulate(program, 2, ALL_HIT)[0]
+    assert lockstep > 1.4 * 2 * t_exp

@@ -31,6 +31,7 @@ from .pipeline import CtaContext, run_program
 from .wave_queue import WaitPoints, WaveQueue
 
 VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
+STREAM_GENERATIONS = 3   # a short loop's stream: the middle instance is measured
 
 
 def _add(a, b, times=1.0):
@@ -136,10 +137,17 @@ class _WaitPointMemory(ExpectedMemory):
 class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
-    def __init__(self, gpu, rates, pipeline, mma=None):
+    def __init__(self, gpu, rates, pipeline, mma=None, programs=None,
+                 first_wave_share: float = 0.0):
+        """programs: the kernel's CTA-class programs, where known; when every one is short
+        (`_short`) the kernel's co-resident CTAs are profiled as a stream (`_stream`).
+        first_wave_share: the fraction of the kernel's CTAs in its first wave (dispatched
+        together, so in lockstep on their SMs)."""
         self.gpu, self.rates, self.pipe, self.mma = gpu, rates, pipeline, mma
         self.t1 = max(8, 2 * max(1, pipeline.stages) + 4)
         self.t2 = self.t1 + 8
+        self.streams = programs is None or all(self._short(p) for p in programs)
+        self.first_wave_share = min(1.0, max(0.0, first_wave_share))
         self.memo: dict = {}
         self.simulations = 0
 
@@ -147,6 +155,15 @@ class Characterizer:
     def _simulate(self, items: tuple, k: int, miss: tuple, stagger_s: float = 0.0) -> tuple:
         """k copies of `items` on one SM, copy i starting at i × stagger_s; the mean over the
         copies of (duration from its own start, stalls)."""
+        return self._simulate_stream((items,), k, miss, stagger_s, 1)[0]
+
+    def _simulate_stream(self, segments: tuple, k: int, miss: tuple, stagger_s: float,
+                         generations: int) -> list:
+        """k slots on one SM, slot i starting at i × stagger_s, each running `generations`
+        CTAs back to back, a CTA being `segments` in order; per segment, the mean over the
+        measured CTAs of (its duration, stalls). With generations > 2 the measured CTAs are
+        the middle ones, which run with every neighbour slot busy (a steady stream); else
+        all of them."""
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
@@ -165,27 +182,29 @@ class Characterizer:
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
         store_s = store_issue_s_per_byte(self.gpu, self.pipe)
         frag_s = fragment_store_issue_s_per_byte(self.gpu)
-        ctxs = [CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s, frag_s,
-                         cycle_s=1.0 / self.gpu.clock_hz)
-                for _ in range(k)]
-        ends = [0.0] * k
+        measured = range(1, generations - 1) if generations > 2 else range(generations)
+        vecs = [[0.0] * VECTOR_LEN for _ in segments]
 
-        def cta(i: int):
+        def slot(i: int):
             if i and stagger_s > 0.0:
                 yield env.timeout(i * stagger_s)
-            yield from run_program(ctxs[i], items, defaultdict(int))
-            ends[i] = env.now - i * stagger_s
+            for g in range(generations):
+                for vec, items in zip(vecs, segments):
+                    ctx = CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s,
+                                     frag_s, cycle_s=1.0 / self.gpu.clock_hz)
+                    start_s = env.now
+                    yield from run_program(ctx, items, defaultdict(int))
+                    if g in measured:
+                        vec[0] += env.now - start_s
+                        for s in range(4):
+                            vec[1 + s] += ctx.stall[s]
 
         for i in range(k):
-            env.process(cta(i))
+            env.process(slot(i))
         env.run()
         self.simulations += 1
-        vec = [0.0] * VECTOR_LEN
-        for i in range(k):
-            vec[0] += ends[i]
-            for s in range(4):
-                vec[1 + s] += ctxs[i].stall[s]
-        return tuple(v / k for v in vec)
+        n = k * len(measured)
+        return [tuple(v / n for v in vec) for vec in vecs]
 
     def _memo_sim(self, items: tuple, k: int, miss: tuple) -> tuple:
         key = (shape_key(items), k, miss)
@@ -215,9 +234,52 @@ class Characterizer:
         return out
 
     def _segments(self, program: tuple, k: int, miss: tuple, burst_span_s: float = 0.0) -> list:
+        if k > 1 and self.streams and self.first_wave_share < 1.0 and self._short(program):
+            return self._stream_or_lockstep(program, k, miss, burst_span_s)
         return [self._loop(seg[0], k, miss) if len(seg) == 1 and isinstance(seg[0], Loop)
                 else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0)
                 for i, seg in enumerate(split_segments(program))]
+
+    def _short(self, program: tuple) -> bool:
+        """A CTA without a loop long enough to settle into a steady period (nor nested loops):
+        its segments run once per CTA, so co-resident CTAs are neither in lockstep nor alone.
+        Streamed only in a kernel of short CTAs: in a grid of mostly long ones (a causal
+        grid's first query blocks) a short CTA's neighbours are long CTAs, which a stream of
+        copies of itself does not describe."""
+        return all(not isinstance(item, Loop) or
+                   (item.count < self.t1 and not any(isinstance(i, Loop) for i in item.body))
+                   for item in program)
+
+    def _stream_or_lockstep(self, program: tuple, k: int, miss: tuple,
+                            burst_span_s: float) -> list:
+        """A short CTA's profiles: its first-wave share as the lockstep copies (the first wave
+        is dispatched together), the rest as the stream; weighted by CTA count."""
+        stream = self._stream(program, k, miss)
+        f = self.first_wave_share
+        if f <= 0.0:
+            return stream
+        streams, self.streams = self.streams, False
+        try:
+            lockstep = self._segments(program, k, miss, burst_span_s)
+        finally:
+            self.streams = streams
+        return [tuple(f * a + (1.0 - f) * b for a, b in zip(x, y))
+                for x, y in zip(lockstep, stream)]
+
+    def _stream(self, program: tuple, k: int, miss: tuple) -> list:
+        """A short CTA's segment profiles with k co-resident: a steady stream of whole CTAs on
+        k slots out of phase (slot i starts i/k of a solo CTA late), STREAM_GENERATIONS CTAs
+        each; the middle CTAs' per-segment means. A long loop settles whatever the phases
+        (the lockstep copies of _loop); a short CTA's cost depends on what its neighbours do
+        meanwhile, and after the first waves exact mode's slots on an SM are out of phase
+        (docs/fast_mode_accuracy.md)."""
+        key = (shape_key(program), k, miss, "stream")
+        hit = self.memo.get(key)
+        if hit is None:
+            solo = sum(v[0] for v in self._segments(program, 1, miss))
+            hit = self.memo[key] = self._simulate_stream(tuple(split_segments(program)), k, miss,
+                                                         solo / k, STREAM_GENERATIONS)
+        return list(hit)
 
     def _plain(self, items: tuple, k: int, miss: tuple, burst_span_s: float) -> tuple:
         """A run of plain ops runs once per CTA, so its k co-resident copies are not assumed

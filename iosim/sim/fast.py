@@ -682,8 +682,9 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
     rates = SmRates.of(gpu, schedule.problem.dtype)      # the servers run at the wgmma rate
     infos = [KernelInfo.of(k, gpu, schedule.problem.dtype) for k in schedule.kernels]
     characterizers = [Characterizer(gpu, rates, k.pipeline,
-                                    kernel_mma_cost(gpu, schedule.problem, k))
-                      for k in schedule.kernels]
+                                    kernel_mma_cost(gpu, schedule.problem, k), info.programs,
+                                    gpu.sm_count * info.occ / max(1, k.num_ctas))
+                      for k, info in zip(schedule.kernels, infos)]
     n_k = len(schedule.kernels)
     capacity = gpu.l2_capacity_bytes * l2_effective_fraction
     plan = SamplingPlan(schedule, gpu, infos, capacity, l2_sample_budget)
