@@ -31,7 +31,7 @@ from .pipeline import CtaContext, run_program
 from .wave_queue import WaitPoints, WaveQueue
 
 VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
-STREAM_GENERATIONS = 3   # a short loop's stream: the middle instance is measured
+STREAM_GENERATIONS = 3   # CTAs per slot of a short kernel's stream; the middle one is measured
 
 
 def _add(a, b, times=1.0):
@@ -236,6 +236,10 @@ class Characterizer:
     def _segments(self, program: tuple, k: int, miss: tuple, burst_span_s: float = 0.0) -> list:
         if k > 1 and self.streams and self.first_wave_share < 1.0 and self._short(program):
             return self._stream_or_lockstep(program, k, miss, burst_span_s)
+        return self._lockstep(program, k, miss, burst_span_s)
+
+    def _lockstep(self, program: tuple, k: int, miss: tuple, burst_span_s: float) -> list:
+        """Each segment on its own, the k copies of a loop started together."""
         return [self._loop(seg[0], k, miss) if len(seg) == 1 and isinstance(seg[0], Loop)
                 else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0)
                 for i, seg in enumerate(split_segments(program))]
@@ -258,13 +262,8 @@ class Characterizer:
         f = self.first_wave_share
         if f <= 0.0:
             return stream
-        streams, self.streams = self.streams, False
-        try:
-            lockstep = self._segments(program, k, miss, burst_span_s)
-        finally:
-            self.streams = streams
         return [tuple(f * a + (1.0 - f) * b for a, b in zip(x, y))
-                for x, y in zip(lockstep, stream)]
+                for x, y in zip(self._lockstep(program, k, miss, burst_span_s), stream)]
 
     def _stream(self, program: tuple, k: int, miss: tuple) -> list:
         """A short CTA's segment profiles with k co-resident: a steady stream of whole CTAs on

@@ -295,7 +295,8 @@ class FluidKernel:
                         own = c.stored_bytes[0]
                         past = self.stored + queued_stores + own - self.fill_bytes
                         if past > 0.0:
-                            dram += (min(past, own) / own) * (c.dram_bytes[0] - c.dram_bytes_fill[0])
+                            dram += (min(past, own) / own) * (c.dram_bytes[0]
+                                                              - c.dram_bytes_fill[0])
                         queued_stores += own
                     dram_s = self.dram_burst.reserve(t_now, dram)[0] - t_now
                     wait = max(self.l2_burst.reserve(t_now, c.l2_bytes[0])[0] - t_now,
