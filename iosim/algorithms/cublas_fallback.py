@@ -73,18 +73,22 @@ class Regime:
 # steps all 32 wide): its P V kernels (nn) at d 64 / 128 give their step latency and the
 # 2-byte copies' issue (their steps' bytes differ by d); the S kernels (tn) at d 32 / 128 then
 # their own step latency and the epilogue's store issue with that copy issue; P V solved again
-# with that store issue. An align1 S step costs twice a P V step of the same bytes (3483
-# against 1712 cycles of latency); why is not measured. Checks: align1's S kernels at d 64 /
-# 256 and Pᵀ dO, mean |err| 8.1%, max 18.4%.
+# with that store issue. An align1 S step costs 2.4 times a P V step of the same bytes (4133
+# against 1708 cycles of latency); why is not measured. Solved with the fast mode's short
+# kernels characterized as a stream (sim/characterize.py; the probes' S kernels at d 32 / 64 /
+# 128 have 1 / 2 / 4 K steps, at d 256 8, which the lockstep extrapolation takes: before the
+# stream 3483 / 0.0614 / 0.1248 and 1712 / 0.0608 / 0.1248, checks 8.1%, max 18.4%). Checks:
+# align1's S kernels at d 64 / 256 and Pᵀ dO, mean |err| 10.6%, max 18.5% (d 64 −5%, d 256
+# +15%).
 _ALIGN2 = Regime("align2", k_step_cycles=1061.0, copy_issue_cycles_per_byte=0.0273,
                  store_issue_cycles_per_byte=0.0868)
 REGIMES = {
     (2, False): _ALIGN2,
     (2, True): _ALIGN2,
-    (1, False): Regime("align1 tn", k_step_cycles=3483.0, copy_issue_cycles_per_byte=0.0614,
-                       store_issue_cycles_per_byte=0.1248),
-    (1, True): Regime("align1 nn", k_step_cycles=1712.0, copy_issue_cycles_per_byte=0.0608,
-                      store_issue_cycles_per_byte=0.1248),
+    (1, False): Regime("align1 tn", k_step_cycles=4133.0, copy_issue_cycles_per_byte=0.0614,
+                       store_issue_cycles_per_byte=0.1108),
+    (1, True): Regime("align1 nn", k_step_cycles=1708.0, copy_issue_cycles_per_byte=0.0611,
+                      store_issue_cycles_per_byte=0.1108),
 }
 
 
