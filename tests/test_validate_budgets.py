@@ -75,11 +75,13 @@ def _project(rows):
 
 
 # Standard attention off the powers of two, where cuBLAS ran tiles standard.gemm_tile's rule
-# does not pick: the holdout set's N 3000 (128x304 and 64x304 on persistent grids, -12.1%) and
-# N 6144 (192x192, +4.3%), and the oddn sweep's N 2944 (176x128, -11.1%), N 2000 (256x144,
-# +1.0%), N 5000 (152x256, -8.1%), N 7000 (320x128, -4.8%) and N 3500 (Ampere cutlass kernels:
-# its pitch is off 16 bytes, -1.5%), and the oddn holdout set's rows where cuBLAS's tile moved
-# the L2->SM bytes by more than 1% (128x304 ... 192x208; N 4200 and 4800 are within 1%);
+# does not pick (holdout N 3000: 128x304 and 64x304 on persistent grids, -6.9%; N 6144: 192x192,
+# +4.3%; oddn N 2944: 176x128, -9.1%; N 2000: 256x144, +3.5%; N 5000: 152x256, -2.4%; oddn
+# holdout 128x304 ... 192x208, N 4200 / 4800 now beyond 1% too, N 7000 within it), and N 3500
+# (Ampere cutlass kernels: its pitch is off 16 bytes, -1.5%). Since TMA boxes count the sectors
+# their rows touch (measurements/h200/tma_pitch/), the rows' errors are those of the tile:
+# with the tiles cuBLAS ran, their QK and PV kernels come within 0.3% except under cuBLAS's
+# 2x4 / 4x1 / 1x4 clusters (benchmarks/results/cublas_given_tiles.txt).
 # measurements/h200/gemm_pitch/README.md, measurements/h200/oddn_holdout/README.md. Named, so
 # that any other row leaving the budget still fails these tests.
 # The fallback holdout set (pitch off 16 bytes, cuBLAS's CUTLASS kernels): cuBLAS's tile and
@@ -99,7 +101,8 @@ CUBLAS_ODD_TILES = {"iosim-standard-fwd-N3000-d64-H12-B2-fp16-full",
                     "iosim-standard-fwd-N2944-d64-H16-B1-fp16-full",
                     "iosim-standard-fwd-N2000-d128-H16-B2-fp16-full",
                     "iosim-standard-fwd-N5000-d64-H8-B1-fp16-full",
-                    "iosim-standard-fwd-N7000-d64-H4-B1-fp16-causal",
+                    "iosim-standard-fwd-N4200-d128-H4-B1-fp16-full",
+                    "iosim-standard-fwd-N4800-d64-H6-B1-fp16-causal",
                     "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal",
                     "iosim-standard-fwd-N1800-d64-H16-B2-fp16-full",
                     "iosim-standard-fwd-N2200-d128-H8-B2-fp16-causal",
@@ -119,7 +122,7 @@ def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_pe
 
 
 def test_project_rows_beyond_five_percent_l2_to_sm_are_cublas_odd_tiles(validation_dataset):
-    # where the replayed schedules stand today (worst otherwise: N 7000, -4.8%)
+    # where the replayed schedules stand today (worst otherwise: N 3400, -3.8%)
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
@@ -127,13 +130,9 @@ def test_project_rows_beyond_five_percent_l2_to_sm_are_cublas_odd_tiles(validati
     assert {k for k, v in errs.items() if abs(v) > 0.05} == {
         "iosim-standard-fwd-N3000-d64-H12-B2-fp16-full",
         "iosim-standard-fwd-N2944-d64-H16-B1-fp16-full",
-        "iosim-standard-fwd-N5000-d64-H8-B1-fp16-full",
         "iosim-standard-fwd-N1800-d64-H16-B2-fp16-full",
         "iosim-standard-fwd-N2200-d128-H8-B2-fp16-causal",
-        "iosim-standard-fwd-N2600-d64-H12-B2-fp16-full",
         "iosim-standard-fwd-N3200-d128-H8-B1-fp16-full",
-        "iosim-standard-fwd-N3400-d64-H8-B2-fp16-causal",
-        "iosim-standard-fwd-N6200-d128-H2-B1-fp16-full",
         "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
         "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
         "iosim-standard-fwd-N3333-d64-H8-B2-fp16-full",

@@ -49,6 +49,27 @@ def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes
     return full * sum(per) + sum(per[:rest])
 
 
+@lru_cache(maxsize=4096)
+def sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int,
+                      pitch_bytes: int) -> int:
+    """The bytes of whole 32-byte sectors a copy of rows [first_row, first_row + rows) reads,
+    each row's segment [col_bytes, col_bytes + width_bytes) of a row-major tensor of pitch
+    `pitch_bytes`: a segment that starts or ends inside a sector reads all of it (a 128-byte
+    TMA box row that starts 16 bytes into a sector crosses the L2→SM path as 5 sectors, 160
+    bytes: measurements/h200/tma_pitch/, the load rows). Offsets repeat every
+    32 / gcd(pitch mod 32, 32) rows."""
+    s = SECTOR_BYTES
+    p = pitch_bytes % s
+    period = s // gcd(p, s)
+
+    def row_bytes(r: int) -> int:
+        start = (r * p + col_bytes) % s
+        return s * (-(-(start + width_bytes) // s))
+    per = [row_bytes((first_row + k) % period) for k in range(period)]
+    full, rest = divmod(rows, period)
+    return full * sum(per) + sum(per[:rest])
+
+
 def rows_in_block(i: int, block: int, length: int) -> int:
     """Valid rows of block i (the last block of a ragged length is short)."""
     return max(0, min(block, length - i * block))

@@ -32,14 +32,15 @@ sizes of that load (panels of a K-loop are indexed in BK units).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
+from ..errors import IosimError
 from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
                         classes_by_edges, loop)
 from . import cublas_fallback as fallback
 from . import softmax_code
+from .cublas_tiles import GemmTile, parse as parse_gemm_tiles
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
-                     partial_sector_writes, rows_in_block)
+                     partial_sector_writes, rows_in_block, sector_bytes_read)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
 
 BK = 64                 # K-loop step of every GEMM (elements); cuBLAS's sm90 kernels step 64
@@ -86,30 +87,56 @@ class Operand:
     eb: int
     transposed: bool = False
 
-    def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool):
-        """The panel as stored: coordinates and rows×cols in the tensor's own layout."""
+    def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool,
+              box: tuple | None = None, outer_index: int = 0, pitch_bytes: int = 0):
+        """The panel as stored: coordinates and rows×cols in the tensor's own layout. `box`:
+        the (outer, k) extent of the TMA box that copies it. Its rows past the tensor's edge
+        cross the L2→SM path in full, and each valid row as the whole sectors its box row
+        touches (common.sector_bytes_read, at the tensor's row pitch): Load.oob_bytes holds
+        what that adds to the panel's bytes (measurements/h200/tma_pitch/). K steps start on
+        the sector grid (BK·bytes a multiple of 32)."""
+        nbytes = outer_len * k_len * self.eb
+        oob = 0
+        if box:
+            if rows_along_k:    # box rows along K; each box[0] columns from outer_index·box[0]
+                width = box[0] * self.eb
+                read = (sector_bytes_read(0, k_len, outer_index * width, width, pitch_bytes)
+                        + (box[1] - k_len) * width)
+            else:               # box rows: the block's; each box[1] columns from a K-step start
+                width = box[1] * self.eb
+                read = (sector_bytes_read(outer_index * box[0], outer_len, 0, width, pitch_bytes)
+                        + (box[0] - outer_len) * width)
+            oob = read - nbytes
         if rows_along_k:
-            return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, k_len * outer_len * self.eb)
-        return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, outer_len * k_len * self.eb)
+            return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob)
+        return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, nbytes, oob_bytes=oob)
 
 
 def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, c_prefix,
                  c_eb: int, m: int, n: int, k: int, bm: int, bn: int, i: int, j: int,
                  epilogue=(), bk: int = BK, warp_rows: int = 16,
-                 thread_issued: bool = False, step_cycles: float = 0.0) -> tuple:
+                 thread_issued: bool = False, step_cycles: float = 0.0,
+                 tma_box: bool = False) -> tuple:
     """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
     stays in registers; the C tile is stored once (by the computing threads themselves with
-    thread_issued: cuBLAS's fallback kernels, cublas_fallback.py)."""
+    thread_issued: cuBLAS's fallback kernels, cublas_fallback.py). tma_box: the panels are
+    TMA copies of whole BM×BK / BK×BN boxes (cuBLAS's sm90 kernels), a ragged tile's or K
+    step's missing part included (Load.oob_bytes; "TMA copy boxes" in docs/validation.md)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
     full, tail = divmod(k, bk)
 
     def step(kc: int) -> tuple:
         # A is stored M×K (rows along M) unless transposed; B is stored K×N unless transposed
-        return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed),
-                b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed),
+        # pitches: A stored M×K (K×M when transposed), B stored K×N (N×K when transposed)
+        return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed,
+                        box=(bm, bk) if tma_box else None, outer_index=i,
+                        pitch_bytes=(m if a.transposed else k) * a.eb),
+                b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed,
+                        box=(bn, bk) if tma_box else None, outer_index=j,
+                        pitch_bytes=(k if b.transposed else n) * b.eb),
                 Mma(name, bm, bn, bk, warp_rows),
                 *((Barrier("k_step", step_cycles),) if step_cycles else ()))
 
@@ -145,10 +172,11 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
 
 def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand, c: str,
                 c_eb: int, m: int, n: int, k: int, bn: int, b_is_kv: bool,
-                heads: int | None = None, scale: bool = False, fill_wave: bool = True) -> Kernel:
+                heads: int | None = None, scale: bool = False, fill_wave: bool = True,
+                given: GemmTile | None = None) -> Kernel:
     """A batched GEMM over (batch, query head); B operands of K/V use head h // group. Its
-    tile: t.block_q × bn, or with fill_wave (the tile was not the user's) gemm_tile of it for
-    this grid."""
+    tile: `given` (the tile cuBLAS is known to run, cublas_tiles.py), else t.block_q × bn, or
+    with fill_wave (the tile was not the user's) gemm_tile of it for this grid."""
     heads = heads or problem.heads_q
     g = problem.group_size
     eb = problem.elem_bytes
@@ -159,6 +187,10 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
         fb = (fallback.narrow_output_tile(n, align) if narrow
               else fallback.square_output_tile(k, align))
         tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
+    elif given is not None:
+        tt = Tiling(given.rows, given.cols, given.stages, t.warps)
+        check_fits(gpu, f"{name}'s given tile {given.text()} (BK={BK})",
+                   gemm_smem_bytes(tt, eb), gemm_registers(tt), tt.threads)
     elif fill_wave:
         tt = gemm_tile(t, bn, m, n, problem.batch * heads, gpu, eb, split_n=n > bn)
     else:
@@ -166,7 +198,8 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
     fallback_args = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
-                         step_cycles=fb.regime.k_step_cycles) if fb else {}
+                         step_cycles=fb.regime.k_step_cycles) if fb \
+        else {"tma_box": gpu.features.tma}
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
@@ -318,9 +351,13 @@ def gemm_tile(t: Tiling, bn: int, m: int, n: int, batches: int, gpu, eb: int,
     return Tiling(bm, bn, stages_that_fit(bm, bn, t.stages, gpu, eb), t.warps)
 
 
-def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
+def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True,
+                    tiles: dict | None = None) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
-    gemm = partial(gemm_kernel, fill_wave=fill_wave)
+    tiles = tiles or {}
+
+    def gemm(name, *args, **kw):
+        return gemm_kernel(name, *args, fill_wave=fill_wave, given=tiles.get(name), **kw)
     bd = min(t.block_kv, d)                  # output tile width of the d-wide GEMMs
     td = narrow_gemm_tiling(t, bd, gpu, eb)
     rt = row_tiling()
@@ -336,9 +373,13 @@ def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
     )
 
 
-def backward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
+def backward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True,
+                    tiles: dict | None = None) -> tuple:
     d, eb, nq, nkv = problem.head_dim, problem.elem_bytes, problem.seq_q, problem.seq_kv
-    gemm = partial(gemm_kernel, fill_wave=fill_wave)
+    tiles = tiles or {}
+
+    def gemm(name, *args, **kw):
+        return gemm_kernel(name, *args, fill_wave=fill_wave, given=tiles.get(name), **kw)
     bd = min(t.block_kv, d)
     td = narrow_gemm_tiling(t, bd, gpu, eb)
     g = problem.group_size
@@ -369,14 +410,28 @@ def backward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True) -> tuple:
     return tuple(kernels)
 
 
-def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict) -> Schedule:
+FORWARD_GEMMS = ("std_fwd_qk", "std_fwd_pv")
+BACKWARD_GEMMS = ("std_bwd_dV", "std_bwd_dP", "std_bwd_dQ", "std_bwd_dK")
+
+
+def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
+          gemm_tiles: str | None = None) -> Schedule:
+    """gemm_tiles: the tiles cuBLAS is known to run for some of the GEMMs (cublas_tiles.py:
+    "std_fwd_qk=200x128x5;..."); the others keep gemm_tile's rule."""
+    tiles = parse_gemm_tiles(gemm_tiles)
+    unknown = set(tiles) - set(FORWARD_GEMMS) - set(BACKWARD_GEMMS)
+    if unknown:
+        raise IosimError(f"gemm_tiles names no GEMM of standard attention: {', '.join(sorted(unknown))} "
+                         f"(its GEMMs: {', '.join(FORWARD_GEMMS + BACKWARD_GEMMS)})")
     tilings, kernels = {}, []
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = tiling(problem, gpu, "forward", **fwd_overrides)
-        kernels += forward_kernels(problem, gpu, tilings["fwd"], fill_wave=not any(v is not None for v in fwd_overrides.values()))
+        kernels += forward_kernels(problem, gpu, tilings["fwd"], fill_wave=not any(v is not None for v in fwd_overrides.values()),
+                                   tiles=tiles)
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = tiling(problem, gpu, "backward", **bwd_overrides)
-        kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()))
+        kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()),
+                                    tiles=tiles)
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
     if fallback.runs_fallback(problem, gpu):

@@ -224,7 +224,9 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
     stages, warps), so that the prediction is of the schedule that ran even after a
     generator's defaults change. Forward rows only: the columns record the forward pass.
     Not the standard schedule's: its GEMMs are cuBLAS's, which picks its tile by its own
-    heuristic (standard.gemm_tile) whatever the columns say."""
+    heuristic (standard.gemm_tile) whatever the columns say. The tiles it ran are in the
+    kernels' names (algorithms/cublas_tiles.py); scripts/cublas_given_tiles.py predicts the
+    standard rows with them, for comparison."""
     if cfg.get("direction", "fwd") != "fwd" or cfg.get("algorithm") == "standard":
         return {}
     out = {}

@@ -1,0 +1,74 @@
+"""The standard-attention rows of the H200 dataset predicted twice: with the GEMM tiles the
+model's rule picks (standard.gemm_tile, what `iosim validate` scores) and with the tiles cuBLAS
+ran, read from the kernel names Nsight Compute recorded (algorithms/cublas_tiles.py:
+`gemm_tiles`). Per kernel: L2→SM bytes and time against Nsight Compute's.
+
+    python scripts/cublas_given_tiles.py [--only N5000,N2200] > benchmarks/results/cublas_given_tiles.txt
+
+Rows whose GEMMs ran CUTLASS's fallback kernels (row pitch off 16 bytes) have no nvjet name
+and are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import yaml
+
+from iosim.algorithms import build_schedule, standard
+from iosim.algorithms.cublas_tiles import from_kernel_names
+from iosim.analysis.validate import PROBLEM_KEYS, _predict_one
+from iosim.problem import AttentionProblem
+
+DATA = Path(__file__).resolve().parents[1] / "iosim/data/validation"
+GPU = "h200-calibrated"
+
+
+def rows() -> list:
+    cfgs, kernels = {}, {}
+    for f in sorted(DATA.glob("sweep*.yaml")):
+        for c in yaml.safe_load(f.read_text())["configs"]:
+            cfgs[c["id"]] = c
+    for f in sorted(DATA.glob("measured_h200*_kernels.csv")):
+        for r in csv.DictReader(open(f)):
+            kernels.setdefault(r["id"], []).append(r)
+    out = []
+    for id_, ks in sorted(kernels.items()):
+        c = cfgs.get(id_)
+        if c is None or c["algorithm"] != "standard" or c.get("direction", "fwd") != "fwd":
+            continue
+        tiles = from_kernel_names([k["kernel"] for k in ks], standard.FORWARD_GEMMS)
+        if tiles:
+            out.append((id_, c, ks, tiles))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated substrings of row ids")
+    args = ap.parse_args()
+    only = args.only.split(",") if args.only else None
+    print("kernel: L2→SM err rule / given, time err rule / given (model / Nsight Compute − 1)")
+    for id_, c, ks, tiles in rows():
+        if only and not any(s in id_ for s in only):
+            continue
+        problem = {k: c[k] for k in PROBLEM_KEYS if k in c}
+        rule = _predict_one((problem, "standard", GPU, {}))
+        given = _predict_one((problem, "standard", GPU, {"gemm_tiles": tiles}))
+        p = AttentionProblem(**problem)
+        sched = {"rule": build_schedule(p, GPU, "standard"),
+                 "given": build_schedule(p, GPU, "standard", gemm_tiles=tiles)}
+        parts = []
+        for i, k in enumerate(ks):
+            l2 = float(k["l2_to_sm_read_bytes"])
+            t = float(k["ncu_time_s"])
+            e = [sched[w].kernels[i].totals().bytes_loaded / l2 - 1 for w in ("rule", "given")]
+            tt = [r["kernels"][i][1] / t - 1 for r in (rule, given)]
+            parts.append(f"{sched['rule'].kernels[i].name[8:]} {e[0]:+6.1%}/{e[1]:+6.1%} "
+                         f"{tt[0]:+6.1%}/{tt[1]:+6.1%}")
+        print(f"{id_[15:]}  {tiles}\n    " + " | ".join(parts))
+
+
+if __name__ == "__main__":
+    main()

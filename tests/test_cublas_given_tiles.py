@@ -1,0 +1,65 @@
+"""cuBLAS's GEMM tiles given by name (algorithms/cublas_tiles.py): kernel names as Nsight
+Compute recorded them, the `gemm_tiles` text, and the standard schedule built with them."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from iosim.algorithms import build_schedule, standard
+from iosim.algorithms.cublas_tiles import GemmTile, from_kernel_names, parse, text, tile_of_kernel_name
+from iosim.errors import IosimError
+from iosim.problem import AttentionProblem
+
+DATA = Path(__file__).resolve().parents[1] / "iosim/data/validation"
+
+
+def test_nvjet_names_state_columns_then_rows():
+    # P·V at d 64 ran a 512-row tile one head-dimension wide (measurements/h200/cublas_tiles/)
+    assert tile_of_kernel_name("nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT") == GemmTile(512, 64, 2)
+    assert tile_of_kernel_name("nvjet_sm90_hsh_128x200_64x5_2x1_v_bz_coopA_TNT") == GemmTile(200, 128, 5)
+    # the measurement CSVs keep the first 40 characters
+    assert tile_of_kernel_name("nvjet_sm90_hsh_128x304_64x3_1x2_h_bz_coo") == GemmTile(304, 128, 3)
+    assert tile_of_kernel_name("void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16") is None
+    assert tile_of_kernel_name("std_softmax") is None
+
+
+def test_gemm_tiles_text_round_trips_and_refuses_bad_items():
+    tiles = {"std_fwd_qk": GemmTile(200, 128, 5), "std_fwd_pv": GemmTile(184, 64, 6)}
+    assert parse(text(tiles)) == tiles
+    assert parse(" std_fwd_qk = 200x128x5 ") == {"std_fwd_qk": GemmTile(200, 128, 5)}
+    for bad in ("std_fwd_qk=200x128", "qk:200x128x5", "std_fwd_qk=201x128x5", "std_fwd_qk=200x128x0"):
+        with pytest.raises(IosimError):
+            parse(bad)
+
+
+def test_a_measured_runs_names_give_its_tiles():
+    rows = {r["id"]: r for r in csv.DictReader(open(DATA / "measured_h200_oddn.csv"))}
+    names = rows["iosim-standard-fwd-N5000-d64-H8-B1-fp16-full"]["kernels"].split(";")
+    assert from_kernel_names(names, standard.FORWARD_GEMMS) == \
+        "std_fwd_qk=256x152x4;std_fwd_pv=336x64x4"
+    # a CUTLASS fallback run (N 3500: pitch off 16 bytes) has no nvjet tile to give
+    names = rows["iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"]["kernels"].split(";")
+    assert from_kernel_names(names, standard.FORWARD_GEMMS) is None
+
+
+def test_the_standard_schedule_runs_the_given_tiles():
+    p = AttentionProblem(batch=1, heads_q=8, heads_kv=8, seq_q=5000, seq_kv=5000, head_dim=64)
+    s = build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_qk=256x152x4;std_fwd_pv=336x64x4")
+    qk, _softmax, pv = s.kernels
+    assert qk.launch.grid == (-(-5000 // 256), -(-5000 // 152), 8)
+    assert pv.launch.grid == (-(-5000 // 336), 1, 8)
+    # the rule's own tile where none is given
+    rule = build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_pv=336x64x4")
+    assert rule.kernels[0].launch.grid == build_schedule(p, "h200", "standard").kernels[0].launch.grid
+
+
+def test_given_tiles_are_refused_where_they_cannot_apply():
+    p = AttentionProblem(batch=1, heads_q=8, heads_kv=8, seq_q=4096, seq_kv=4096, head_dim=64)
+    with pytest.raises(IosimError, match="no GEMM"):
+        build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_qkv=256x152x4")
+    with pytest.raises(IosimError, match="standard attention"):
+        build_schedule(p, "h200", "fa2", gemm_tiles="std_fwd_qk=256x152x4")
+    with pytest.raises(IosimError, match="does not fit|exceed|shared memory|registers"):
+        build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_qk=512x512x8")
