@@ -106,6 +106,8 @@ def run(algorithm, timeline, no_ws, no_intra, no_pingpong, fmt, output, force, m
     name = pick_algorithm(algorithm, r.scenario)
     if r.tiling.get("splits") is not None and not name.startswith("flash-decoding"):
         raise IosimError(f"--splits applies to flash-decoding, not {name}")
+    if r.tiling.get("gemm_tiles") is not None and name != "standard":
+        raise IosimError(f"--gemm-tiles applies to standard attention, not {name}")
     ablation = {k: False for k, off in (("warp_specialization", no_ws),
                                         ("intra_overlap", no_intra),
                                         ("pingpong", no_pingpong)) if off}

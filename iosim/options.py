@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from .algorithms import ALGORITHMS, DECODE_KEYS
+from .algorithms import ALGORITHMS, DECODE_KEYS, GEMM_TILE_KEYS
 from .algorithms import TILING_KEYS as PASS_TILING_KEYS
 from .algorithms.common import MAX_WARPS, WARPGROUP
 from .errors import IosimError
@@ -32,8 +32,9 @@ SEQ = click.IntRange(1, MAX_SEQ)
 COUNT = click.IntRange(1, MAX_BATCH_HEADS)     # batch, heads
 POSITIVE = click.IntRange(min=1)
 # the API's short keywords, as the CLI spells them (seq=, heads=, kv_heads=)
-# schedule overrides a user may give: per-pass tiling (also as bwd_*) and flash-decoding's splits
-TILING_KEYS = PASS_TILING_KEYS + DECODE_KEYS
+# schedule overrides a user may give: per-pass tiling (also as bwd_*), flash-decoding's splits
+# and the GEMM tiles cuBLAS runs for standard attention
+TILING_KEYS = PASS_TILING_KEYS + DECODE_KEYS + GEMM_TILE_KEYS
 API_ALIASES = {"seq": "seq_q", "heads": "heads_q", "kv_heads": "heads_kv"}
 
 
@@ -105,6 +106,10 @@ TILING_OPTIONS = {
                     help=f"Override warps per CTA: a multiple of {WARPGROUP}, at most {MAX_WARPS}."),
     "splits": option("--splits", type=POSITIVE,
                      help="flash-decoding: KV splits [FlashAttention-2's num_splits heuristic]."),
+    "gemm_tiles": option("--gemm-tiles", "gemm_tiles",
+                         help="standard: the tiles cuBLAS runs, e.g. "
+                              "'std_fwd_qk=200x128x5;std_fwd_pv=184x64x6' (rows x cols x "
+                              "stages; an nvjet kernel name states them) [the model's rule]."),
 }
 
 MODEL_OPTIONS = {

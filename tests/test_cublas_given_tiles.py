@@ -59,7 +59,24 @@ def test_given_tiles_are_refused_where_they_cannot_apply():
     p = AttentionProblem(batch=1, heads_q=8, heads_kv=8, seq_q=4096, seq_kv=4096, head_dim=64)
     with pytest.raises(IosimError, match="no GEMM"):
         build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_qkv=256x152x4")
-    with pytest.raises(IosimError, match="standard attention"):
-        build_schedule(p, "h200", "fa2", gemm_tiles="std_fwd_qk=256x152x4")
+    # other algorithms ignore it (so `compare` can pass it to all); `run` refuses it
+    with_, without = (build_schedule(p, "h200", "fa2", **kw).kernels[0]
+                      for kw in ({"gemm_tiles": "std_fwd_qk=256x152x4"}, {}))
+    assert with_.launch == without.launch and with_.totals() == without.totals()
     with pytest.raises(IosimError, match="does not fit|exceed|shared memory|registers"):
         build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_qk=512x512x8")
+
+
+def test_run_takes_gemm_tiles_for_standard_attention_and_refuses_it_elsewhere():
+    from click.testing import CliRunner
+    from iosim.cli import main
+    args = ["run", "--gpu", "h200", "--seq", "2200", "--heads", "4", "--format", "json"]
+    given = CliRunner().invoke(main, args + ["--algo", "standard", "--gemm-tiles",
+                                             "std_fwd_qk=200x128x5;std_fwd_pv=184x64x6"])
+    rule = CliRunner().invoke(main, args + ["--algo", "standard"])
+    assert given.exit_code == 0 and rule.exit_code == 0
+    assert given.output != rule.output
+    bad = CliRunner().invoke(main, args + ["--algo", "fa2", "--gemm-tiles", "std_fwd_qk=200x128x5"])
+    assert bad.exit_code == 2 and "--gemm-tiles applies to standard attention" in bad.output
+    bad = CliRunner().invoke(main, args + ["--algo", "standard", "--gemm-tiles", "qk=1"])
+    assert bad.exit_code == 2 and "KERNEL=ROWSxCOLSxSTAGES" in bad.output

@@ -28,8 +28,8 @@ def build_schedule(problem, gpu, algorithm: str = "fa2", **overrides):
     decode = {k: overrides.pop(k) for k in DECODE_KEYS if k in overrides}
     kernel = overrides.pop("kernel", None)
     gemm_tiles = overrides.pop("gemm_tiles", None)
-    if gemm_tiles is not None and algorithm != "standard":
-        raise IosimError(f"gemm_tiles names cuBLAS's tiles of standard attention; algorithm {algorithm!r} has none")
+    if algorithm != "standard":
+        gemm_tiles = None       # other algorithms ignore it (as splits; `run` refuses it)
     if kernel is not None and algorithm not in ("fa2", "fa3"):
         raise IosimError(f"kernel={kernel!r} describes FA-2 / FA-3 kernels; algorithm {algorithm!r} has none")
     # other algorithms ignore splits (so `iosim compare` can pass it to all; `run` refuses it)
