@@ -6,7 +6,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from iosim.algorithms import ALGORITHMS, DECODE_KEYS, TILING_KEYS
+from iosim.algorithms import ALGORITHMS, DECODE_KEYS, GEMM_TILE_KEYS, TILING_KEYS
 from iosim.cli import main
 from iosim.errors import IosimError
 from iosim.options import (PROBLEM_OPTIONS, TILING_OPTIONS, algorithm_list, parse_seq_list,
@@ -23,8 +23,9 @@ def test_every_problem_field_has_exactly_one_option():
 
 
 def test_every_tiling_key_has_exactly_one_option():
-    # per-pass tiling keys and flash-decoding's splits: one option each, nothing else
-    assert set(TILING_OPTIONS) == set(TILING_KEYS) | set(DECODE_KEYS)
+    # per-pass tiling keys, flash-decoding's splits and standard attention's cuBLAS tiles: one
+    # option each, nothing else
+    assert set(TILING_OPTIONS) == set(TILING_KEYS) | set(DECODE_KEYS) | set(GEMM_TILE_KEYS)
 
 
 @pytest.mark.parametrize("command", ["run", "compare", "report", "teach"])
