@@ -80,3 +80,17 @@ def test_run_takes_gemm_tiles_for_standard_attention_and_refuses_it_elsewhere():
     assert bad.exit_code == 2 and "--gemm-tiles applies to standard attention" in bad.output
     bad = CliRunner().invoke(main, args + ["--algo", "standard", "--gemm-tiles", "qk=1"])
     assert bad.exit_code == 2 and "KERNEL=ROWSxCOLSxSTAGES" in bad.output
+
+
+def test_the_schedule_says_which_tiles_its_gemms_run_and_where_they_came_from():
+    p = AttentionProblem(batch=2, heads_q=12, heads_kv=12, seq_q=3000, seq_kv=3000, head_dim=64)
+    rule = [n for n in build_schedule(p, "h200", "standard").notes if "cuBLAS GEMM tiles" in n]
+    assert len(rule) == 1 and "std_fwd_qk=256x128x4" in rule[0] and "rule" in rule[0]
+    given = [n for n in build_schedule(p, "h200", "standard",
+                                       gemm_tiles="std_fwd_qk=304x128x3;std_fwd_pv=304x64x4").notes
+             if "cuBLAS GEMM tiles" in n]
+    assert given == ["cuBLAS GEMM tiles (rows x cols x stages) std_fwd_qk=304x128x3;"
+                     "std_fwd_pv=304x64x4: as given (--gemm-tiles)"]
+    # the fallback kernels (pitch off 16 bytes) have their own note instead
+    q = AttentionProblem(batch=1, heads_q=4, heads_kv=4, seq_q=3001, seq_kv=3001, head_dim=64)
+    assert not any("cuBLAS GEMM tiles" in n for n in build_schedule(q, "h200", "standard").notes)

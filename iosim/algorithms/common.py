@@ -49,7 +49,6 @@ def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes
     return full * sum(per) + sum(per[:rest])
 
 
-@lru_cache(maxsize=4096)
 def sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int,
                       pitch_bytes: int) -> int:
     """The bytes of whole 32-byte sectors a copy of rows [first_row, first_row + rows) reads,
@@ -60,7 +59,16 @@ def sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: in
     32 / gcd(pitch mod 32, 32) rows."""
     s = SECTOR_BYTES
     p = pitch_bytes % s
+    if p == 0:                   # every row starts at the same offset
+        return rows * s * (-(-(col_bytes % s + width_bytes) // s))
     period = s // gcd(p, s)
+    return _sector_bytes_read(first_row % period, rows, col_bytes % s, width_bytes, p, period)
+
+
+@lru_cache(maxsize=4096)
+def _sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int, p: int,
+                       period: int) -> int:
+    s = SECTOR_BYTES
 
     def row_bytes(r: int) -> int:
         start = (r * p + col_bytes) % s

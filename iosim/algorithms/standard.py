@@ -34,11 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import IosimError
-from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Mma, Pipeline, Schedule, Store,
-                        classes_by_edges, loop)
+from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule,
+                        Store, classes_by_edges, loop)
 from . import cublas_fallback as fallback
 from . import softmax_code
-from .cublas_tiles import GemmTile, parse as parse_gemm_tiles
+from .cublas_tiles import GemmTile, parse as parse_gemm_tiles, text as text_of_tiles
 from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
                      partial_sector_writes, rows_in_block, sector_bytes_read)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
@@ -410,6 +410,31 @@ def backward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True,
     return tuple(kernels)
 
 
+def gemm_tile_of(kernel: Kernel) -> GemmTile:
+    """The output tile a GEMM kernel runs: its first MMA's rows × columns, its pipeline depth."""
+    def first_mma(items):
+        for item in items:
+            found = first_mma(item.body) if isinstance(item, Loop) else item
+            if isinstance(found, Mma):
+                return found
+        return None
+    mma = first_mma(kernel.program(kernel.classes[0][0]))
+    return GemmTile(mma.m, mma.n, kernel.pipeline.stages)
+
+
+def gemm_tiles_note(kernels, given: dict) -> tuple:
+    """A note naming the tiles the schedule's cuBLAS GEMMs run (not the fallback kernels',
+    which have their own note), and whether they were given or the rule's."""
+    tiles = {k.name: gemm_tile_of(k) for k in kernels
+             if k.name in FORWARD_GEMMS + BACKWARD_GEMMS and k.pipeline.mma_instruction != "mma_sync"}
+    if not tiles:
+        return ()
+    how = ("as given (--gemm-tiles)" if set(tiles) <= set(given) else
+           "the model's rule for cuBLAS's choice (the H200's on the powers of two); off them "
+           "cuBLAS often runs others, which its kernel names state (--gemm-tiles takes them)")
+    return (f"cuBLAS GEMM tiles (rows x cols x stages) {text_of_tiles(tiles)}: {how}",)
+
+
 FORWARD_GEMMS = ("std_fwd_qk", "std_fwd_pv")
 BACKWARD_GEMMS = ("std_bwd_dV", "std_bwd_dP", "std_bwd_dQ", "std_bwd_dK")
 
@@ -434,6 +459,7 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
                                     tiles=tiles)
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
+    notes += gemm_tiles_note(kernels, tiles)
     if fallback.runs_fallback(problem, gpu):
         given = not any(k.pipeline.mma_instruction == "mma_sync" for k in kernels)
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
