@@ -169,8 +169,9 @@ def test_validation_describes_external_implementations_as_staging_kernels():
     assert implementation_tiling(cfg, "h200")["kernel"] == "torch-flash"
     assert implementation_tiling(dict(cfg, head_dim=192), "h200") == {"kernel": "torch-flash"}
     assert fa2.output_layout("torch-flash") == "coalesced"
+    # cuDNN: staged O, 128-row Q tiles at every head dimension (its kernel names' one shape)
     assert implementation_tiling(dict(cfg, impl="torch_cudnn", algorithm="fa3"), "h200") == \
-        {"kernel": "cudnn"}
+        {"kernel": "cudnn", "block_q": 128}
     assert implementation_tiling(dict(cfg, impl="iosim"), "h200") == {}
 
     class Point:
