@@ -32,6 +32,7 @@ sizes of that load (panels of a K-loop are indexed in BK units).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import IosimError
 from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule,
@@ -96,20 +97,27 @@ class Operand:
         what that adds to the panel's bytes (measurements/h200/tma_pitch/). K steps start on
         the sector grid (BK·bytes a multiple of 32)."""
         nbytes = outer_len * k_len * self.eb
-        oob = 0
-        if box:
-            if rows_along_k:    # box rows along K; each box[0] columns from outer_index·box[0]
-                width = box[0] * self.eb
-                read = (sector_bytes_read(0, k_len, outer_index * width, width, pitch_bytes)
-                        + (box[1] - k_len) * width)
-            else:               # box rows: the block's; each box[1] columns from a K-step start
-                width = box[1] * self.eb
-                read = (sector_bytes_read(outer_index * box[0], outer_len, 0, width, pitch_bytes)
-                        + (box[0] - outer_len) * width)
-            oob = read - nbytes
+        oob = box_excess_bytes(self.eb, rows_along_k, box, outer_len, k_len, outer_index,
+                               pitch_bytes) if box else 0
         if rows_along_k:
             return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob)
         return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, nbytes, oob_bytes=oob)
+
+
+@lru_cache(maxsize=16384)
+def box_excess_bytes(eb: int, rows_along_k: bool, box: tuple, outer_len: int, k_len: int,
+                     outer_index: int, pitch_bytes: int) -> int:
+    """The L2→SM bytes a TMA box panel moves beyond its valid bytes (Operand.panel): its rows
+    past the tensor's edge in full, and the rest of the sectors its valid rows touch."""
+    if rows_along_k:    # box rows along K; each box[0] columns from outer_index·box[0]
+        width = box[0] * eb
+        read = (sector_bytes_read(0, k_len, outer_index * width, width, pitch_bytes)
+                + (box[1] - k_len) * width)
+    else:               # box rows: the block's; each box[1] columns from a K-step start
+        width = box[1] * eb
+        read = (sector_bytes_read(outer_index * box[0], outer_len, 0, width, pitch_bytes)
+                + (box[0] - outer_len) * width)
+    return read - outer_len * k_len * eb
 
 
 def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, c_prefix,
