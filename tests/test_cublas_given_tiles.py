@@ -94,3 +94,13 @@ def test_the_schedule_says_which_tiles_its_gemms_run_and_where_they_came_from():
     # the fallback kernels (pitch off 16 bytes) have their own note instead
     q = AttentionProblem(batch=1, heads_q=4, heads_kv=4, seq_q=3001, seq_kv=3001, head_dim=64)
     assert not any("cuBLAS GEMM tiles" in n for n in build_schedule(q, "h200", "standard").notes)
+
+
+def test_the_note_says_which_tiles_are_given_and_which_the_users_tiling_set():
+    p = AttentionProblem(batch=2, heads_q=12, heads_kv=12, seq_q=3000, seq_kv=3000, head_dim=64)
+    note = [n for n in build_schedule(p, "h200", "standard", gemm_tiles="std_fwd_pv=304x64x4").notes
+            if "cuBLAS GEMM tiles" in n][0]
+    assert "std_fwd_pv=304x64x4" in note and "rule" in note and "for std_fwd_qk; the rest given" in note
+    note = [n for n in build_schedule(p, "h200", "standard", block_q=128, block_kv=128).notes
+            if "cuBLAS GEMM tiles" in n][0]
+    assert "std_fwd_qk=128x128" in note and note.endswith("from the tiling options")

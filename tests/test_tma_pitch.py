@@ -3,10 +3,8 @@ measurements/h200/tma_pitch/ (Nsight Compute): a box row reads every sector it t
 sector two stores share costs what the model charges when its halves meet in L2."""
 from __future__ import annotations
 
-import csv
-import io
+import importlib.util
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -16,20 +14,26 @@ from iosim.algorithms.standard import Operand
 from iosim.hardware import load_gpu
 from iosim.machine import dram_read_rate, partial_sector_write_cost_bytes
 
-PROBE = Path(__file__).resolve().parents[1] / "measurements/h200/tma_pitch"
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "measurements/h200/tma_pitch"
+
+
+def _script():
+    """scripts/shared_sector_misses.py: the probes' Nsight Compute logs and shared-sector count."""
+    spec = importlib.util.spec_from_file_location("shared_sector_misses",
+                                                  ROOT / "scripts/shared_sector_misses.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SCRIPT = _script()
 
 
 def ncu_rows() -> dict:
     """{(kind, n, tc, bc, hint, order): {metric: value}} from the probe's Nsight Compute log."""
-    out = {}
-    for block in re.split(r"^== ", (PROBE / "tma_pitch_ncu.txt").read_text(), flags=re.M)[1:]:
-        head, *lines = block.split("\n")
-        kind, *nums = head.split()
-        data = [x for x in lines if x.startswith('"')]
-        table = list(csv.reader(io.StringIO("\n".join(data))))
-        name, value = table[0].index("Metric Name"), table[0].index("Metric Value")
-        out[(kind, *map(int, nums))] = {r[name]: float(r[value].replace(",", "")) for r in table[1:]}
-    return out
+    return {(kind, *map(int, nums)): v for (kind, *nums), v in
+            SCRIPT.ncu_blocks(PROBE / "tma_pitch_ncu.txt").items()}
 
 
 def z_for(n: int) -> int:
@@ -66,17 +70,7 @@ def test_tma_box_loads_cross_the_sectors_they_touch(n):
     assert total * z == pytest.approx(measured, rel=3e-3)
 
 
-def shared_sectors(n: int, z: int, box_cols: int) -> int:
-    """Sectors two row segments of a [z, n, n] fp16 array write half each: the edges between
-    box_cols-wide segments and between one row's end and the next row's start, where they fall
-    off the 32-byte sector grid."""
-    pitch = 2 * n
-    inner = range(2 * box_cols, pitch, 2 * box_cols)
-    count = 0
-    for r in range(n):
-        count += sum(1 for e in inner if (r * pitch + e) % 32)
-        count += r < n - 1 and ((r + 1) * pitch) % 32 != 0
-    return count * z
+shared_sectors = SCRIPT.shared_sectors
 
 
 @pytest.mark.parametrize("n,tile", [(3000, 128), (3000, 256), (3008, 168)])
@@ -120,3 +114,14 @@ def test_standard_attentions_pv_panels_cross_the_sectors_their_rows_touch():
     p_bytes = z * steps * (blocks * 128 * 128 + (n // 2) * 32)
     v_bytes = z * blocks * steps * 64 * 128
     assert pv.totals().bytes_loaded == p_bytes + v_bytes
+
+
+def test_the_merge_window_probe_misses_more_pairs_the_more_is_stored_between_them():
+    """measurements/h200/tma_gap/: the missed share grows with the MiB stored between a pair's
+    two writes, none side by side, all half the kernel apart, half near 33 MiB."""
+    curve = SCRIPT.gap_curve()
+    shares = [f for _g, _mib, _us, f in curve]
+    assert shares[0] == 0 and shares[-1] == 1
+    assert all(b >= a - 0.005 for a, b in zip(shares, shares[1:]))
+    half = next(mib for _g, mib, _us, f in curve if f >= 0.5)
+    assert 22 < half < 44

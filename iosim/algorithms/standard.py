@@ -430,16 +430,21 @@ def gemm_tile_of(kernel: Kernel) -> GemmTile:
     return GemmTile(mma.m, mma.n, kernel.pipeline.stages)
 
 
-def gemm_tiles_note(kernels, given: dict) -> tuple:
+def gemm_tiles_note(kernels, given: dict, user_tiled: bool) -> tuple:
     """A note naming the tiles the schedule's cuBLAS GEMMs run (not the fallback kernels',
-    which have their own note), and whether they were given or the rule's."""
+    which have their own note) and where each came from: given (`gemm_tiles`), the user's
+    tiling overrides (`user_tiled`), or the model's rule for cuBLAS's choice."""
     tiles = {k.name: gemm_tile_of(k) for k in kernels
              if k.name in FORWARD_GEMMS + BACKWARD_GEMMS and k.pipeline.mma_instruction != "mma_sync"}
     if not tiles:
         return ()
-    how = ("as given (--gemm-tiles)" if set(tiles) <= set(given) else
-           "the model's rule for cuBLAS's choice (the H200's on the powers of two); off them "
-           "cuBLAS often runs others, which its kernel names state (--gemm-tiles takes them)")
+    ruled = [k for k in tiles if k not in given]
+    how = ("as given (--gemm-tiles)" if not ruled else
+           f"{', '.join(ruled)} from the tiling options, the rest given" if user_tiled and given else
+           "from the tiling options" if user_tiled else
+           ("the model's rule for cuBLAS's choice (the H200's on the powers of two); off them "
+            "cuBLAS often runs others, which its kernel names state (--gemm-tiles takes them)")
+           + (f", for {', '.join(ruled)}; the rest given" if given else ""))
     return (f"cuBLAS GEMM tiles (rows x cols x stages) {text_of_tiles(tiles)}: {how}",)
 
 
@@ -457,17 +462,17 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
         raise IosimError(f"gemm_tiles names no GEMM of standard attention: {', '.join(sorted(unknown))} "
                          f"(its GEMMs: {', '.join(FORWARD_GEMMS + BACKWARD_GEMMS)})")
     tilings, kernels = {}, []
+    user_fwd = any(v is not None for v in fwd_overrides.values())
+    user_bwd = any(v is not None for v in bwd_overrides.values())
     if problem.direction in ("fwd", "fwd+bwd"):
         tilings["fwd"] = tiling(problem, gpu, "forward", **fwd_overrides)
-        kernels += forward_kernels(problem, gpu, tilings["fwd"], fill_wave=not any(v is not None for v in fwd_overrides.values()),
-                                   tiles=tiles)
+        kernels += forward_kernels(problem, gpu, tilings["fwd"], fill_wave=not user_fwd, tiles=tiles)
     if problem.direction in ("bwd", "fwd+bwd"):
         tilings["bwd"] = tiling(problem, gpu, "backward", **bwd_overrides)
-        kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not any(v is not None for v in bwd_overrides.values()),
-                                    tiles=tiles)
+        kernels += backward_kernels(problem, gpu, tilings["bwd"], fill_wave=not user_bwd, tiles=tiles)
     notes = ("causal: full S computed, mask applied in the softmax (no tile skipping)",) \
         if problem.causal else ()
-    notes += gemm_tiles_note(kernels, tiles)
+    notes += gemm_tiles_note(kernels, tiles, user_fwd or user_bwd)
     if fallback.runs_fallback(problem, gpu):
         given = not any(k.pipeline.mma_instruction == "mma_sync" for k in kernels)
         notes += (f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is not a multiple of "
