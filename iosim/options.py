@@ -108,8 +108,9 @@ TILING_OPTIONS = {
                      help="flash-decoding: KV splits [FlashAttention-2's num_splits heuristic]."),
     "gemm_tiles": option("--gemm-tiles", "gemm_tiles",
                          help="standard: the tiles cuBLAS runs, e.g. "
-                              "'std_fwd_qk=200x128x5;std_fwd_pv=184x64x6' (rows x cols x "
-                              "stages; an nvjet kernel name states them) [the model's rule]."),
+                              "'std_fwd_qk=200x128x5/1x2;std_fwd_pv=184x64x6' (rows x cols x "
+                              "stages, then an optional cluster of rows x cols CTAs; an nvjet "
+                              "kernel name states them) [the model's rule]."),
 }
 
 MODEL_OPTIONS = {

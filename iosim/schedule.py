@@ -39,6 +39,13 @@ class Load:
     # tiles: measured L2→SM bytes exceed the valid rows' by exactly the box's missing rows,
     # 8 or 16 KB per head at every N of the sweep)
     oob_bytes: int = 0
+    # multicast: the CTAs of a thread-block cluster that one L2 read of this copy reaches (TMA
+    # multicast: each CTA copies its slice of a box the cluster shares and the fabric delivers
+    # it to all of them). Nsight Compute counts its bytes at every CTA it reaches; the L2 port
+    # carries them once (Load.port_bytes): cuBLAS's P·V at N 2200 d 128 moved 10.8 TB/s of
+    # counted L2→SM bytes where the port reads 7.14 (measured_h200_oddn_holdout_kernels.csv;
+    # calibration.json)
+    multicast: int = 1
     # l1: the copy looks up the SM's L1 (cp.async.ca / ld.global.ca: the project's 4-byte
     # row-statistic copies, iosim_common.cuh cp_async4, which cannot be .cg); a hit crosses no
     # L2→SM bytes (sim/l1.py). False: the copy bypasses L1 (cp.async.cg, TMA), as all others
@@ -53,7 +60,19 @@ class Load:
     # standard attention's softmax); the tile is not in shared memory before that many
     # memory latencies have passed (memory.trip_latency_s), however idle the servers
     round_trips: int = 1
+    # multicast: the CTAs of a thread-block cluster that one L2 read of this copy reaches (TMA
+    # multicast: each CTA copies its slice of a box the cluster shares, delivered to all of
+    # them). Nsight Compute counts the bytes at every CTA they reach; the L2 port carries them
+    # once (port_bytes): cuBLAS's P·V at N 2200 d 128 moved 10.8 TB/s of counted L2→SM bytes,
+    # its N 6200 P·V 8.7 TB/s, where the port reads 7.14 (measured_h200_oddn_holdout_kernels.csv,
+    # calibration.json)
+    multicast: int = 1
     kind = "load"
+
+    @property
+    def port_bytes(self) -> float:
+        """The bytes the copy holds the L2 → SM port for: its box, once per cluster."""
+        return (self.bytes + self.oob_bytes) / self.multicast
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +243,8 @@ class Totals:
     misaligned_load_bytes: Counter = field(default_factory=Counter)
     misaligned_store_bytes: int = 0
     oob_load_bytes: int = 0  # Load.oob_bytes: L2→SM bytes of no tensor (in bytes_loaded)
+    multicast_bytes: float = 0.0  # of bytes_loaded, those a cluster's multicast delivers
+    #                               without an L2 port transfer of their own (Load.multicast)
     l1_load_bytes: int = 0   # of the load bytes, those of Load.l1 copies (which may hit in L1)
     loads: int = 0
     stores: int = 0
@@ -249,6 +270,7 @@ class Totals:
             self.misaligned_load_bytes[t] += b * times
         self.misaligned_store_bytes += other.misaligned_store_bytes * times
         self.oob_load_bytes += other.oob_load_bytes * times
+        self.multicast_bytes += other.multicast_bytes * times
         self.l1_load_bytes += other.l1_load_bytes * times
         self.mma_flops += other.mma_flops * times
         self.mma_ops += other.mma_ops * times
@@ -277,6 +299,8 @@ def program_totals(program: tuple) -> Totals:
         elif isinstance(item, Load):
             t.load_bytes[item.tensor] += item.bytes
             t.oob_load_bytes += item.oob_bytes
+            if item.multicast > 1:
+                t.multicast_bytes += item.bytes + item.oob_bytes - item.port_bytes
             if item.l1:
                 t.l1_load_bytes += item.bytes
             if item.line_misaligned:
@@ -485,26 +509,34 @@ def classes_along_x(grid: tuple, key_of_x: Callable[[int], object]):
     return classes, class_of, g0
 
 
-def classes_by_edges(grid: tuple, ragged_x: bool = True, ragged_y: bool = True):
+def classes_by_edges(grid: tuple, ragged_x: bool = True, ragged_y: bool = True,
+                     pad_x: int = 0, pad_y: int = 0):
     """CTA classes of a tiled kernel whose last row and last column of tiles (grid x and y)
-    are short when ragged: interior, last column, last row, corner (those that exist).
+    are short when ragged: interior, last column, last row, corner (those that exist). The
+    last pad_x rows / pad_y columns of the grid are tiles past the tensor's edge (a cluster's
+    padding, cublas_tiles.py), classes of their own.
     Returns (classes, class_of, class_period) for Kernel."""
     g0, g1, g2 = grid
-    rows = ((False, 0, g0 - 1), (True, g0 - 1, 1)) if ragged_x else ((False, 0, g0),)
-    cols = ((False, 0, g1 - 1), (True, g1 - 1, 1)) if ragged_y else ((False, 0, g1),)
+
+    def bands(g: int, ragged: bool, pad: int) -> tuple:
+        """(start, count) of the interior, the ragged last valid tile, the padding."""
+        valid = g - pad
+        out = ((0, valid - 1), (valid - 1, 1)) if ragged else ((0, valid),)
+        return tuple(b for b in out + ((valid, pad),) if b[1] > 0)
+    rows, cols = bands(g0, ragged_x, pad_x), bands(g1, ragged_y, pad_y)
     classes, slot = [], {}
-    for last_i, i, ci in rows:
-        for last_j, j, cj in cols:
-            if ci * cj:
-                slot[last_i, last_j] = len(classes)
-                classes.append((i + j * g0, ci * cj * g2))
+    for bi, (i, ci) in enumerate(rows):
+        for bj, (j, cj) in enumerate(cols):
+            slot[bi, bj] = len(classes)
+            classes.append((i + j * g0, ci * cj * g2))
     if len(classes) == 1:
         return tuple(classes), _only_class, 1
+    row_of = [bi for bi, (_, ci) in enumerate(rows) for _ in range(ci)]
+    col_of = [bj for bj, (_, cj) in enumerate(cols) for _ in range(cj)]
 
     def class_of(cta: int) -> int:
-        return slot[ragged_x and cta % g0 == g0 - 1,
-                    ragged_y and (cta // g0) % g1 == g1 - 1]
-    return tuple(classes), class_of, (g0 * g1 if ragged_y else g0)
+        return slot[row_of[cta % g0], col_of[(cta // g0) % g1]]
+    return tuple(classes), class_of, (g0 * g1 if len(cols) > 1 else g0)
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,9 +8,20 @@ N 5000), which no rule here predicts. Where the tile is known (a measured kernel
 user's what-if) the standard schedule takes it as given: `gemm_tiles`, a text of
 `kernel=ROWSxCOLSxSTAGES` items, e.g. "std_fwd_qk=200x128x5;std_fwd_pv=184x64x6".
 
-nvjet's names read `nvjet_sm90_hsh_<A>x<B>_<BK>x<stages>_...` in cuBLAS's column-major view:
-A is the row-major output's columns, B its rows (measurements/h200/cublas_tiles/README.md:
-P·V at d 64 ran 64x512, a 512-row tile one head-dimension wide).
+nvjet's names read `nvjet_sm90_hsh_<A>x<B>_<BK>x<stages>_<CA>x<CB>_...` in cuBLAS's
+column-major view: A is the row-major output's columns, B its rows (measurements/h200/
+cublas_tiles/README.md: P·V at d 64 ran 64x512, a 512-row tile one head-dimension wide), and
+the thread-block cluster is CA tiles along the columns by CB along the rows. A cluster pads
+the grid of tiles: the persistent scheduler rounds the tile count along each output mode up
+to a multiple of the cluster's extent there (CUTLASS's sm90 persistent scheduler,
+`get_tiled_cta_shape_mnl`: "Round up to nearest multiple of cluster dim along each mode"), and
+the padded tiles run their whole main loop on TMA boxes that lie past the tensor's edge.
+Nsight Compute counts those boxes' bytes as L2→SM reads (tests/test_cublas_given_tiles.py:
+the S kernels under 2x4 and 4x1 clusters read 15–17% more than their tiles, within 0.1% of
+the padded grid's boxes).
+
+Text form of one tile: `ROWSxCOLSxSTAGES`, or `ROWSxCOLSxSTAGES/CRxCC` with a cluster of CR
+tiles along the rows by CC along the columns.
 """
 from __future__ import annotations
 
@@ -19,20 +30,28 @@ from dataclasses import dataclass
 
 from ..errors import IosimError
 
-_NVJET = re.compile(r"nvjet_sm\d+_[a-z]+_(\d+)x(\d+)_(\d+)x(\d+)")
-_ITEM = re.compile(r"\s*([A-Za-z0-9_]+)\s*=\s*(\d+)x(\d+)x(\d+)\s*")
+MAX_CLUSTER_CTAS = 16   # the most CTAs a thread-block cluster may hold on sm90 (non-portable
+#                         size, CUDA C++ Programming Guide "Thread Block Clusters"; 8 portable)
+
+_NVJET = re.compile(r"nvjet_sm\d+_[a-z]+_(\d+)x(\d+)_(\d+)x(\d+)(?:_(\d+)x(\d+)_)?")
+_ITEM = re.compile(r"\s*([A-Za-z0-9_]+)\s*=\s*(\d+)x(\d+)x(\d+)(?:\s*/\s*(\d+)x(\d+))?\s*")
 
 
 @dataclass(frozen=True)
 class GemmTile:
-    """One GEMM's output tile: rows × cols of the row-major output, its pipeline stages."""
+    """One GEMM's output tile: rows × cols of the row-major output, its pipeline stages, and
+    the thread-block cluster it runs in (tiles along the rows × along the columns)."""
 
     rows: int
     cols: int
     stages: int
+    cluster_rows: int = 1
+    cluster_cols: int = 1
 
     def text(self) -> str:
-        return f"{self.rows}x{self.cols}x{self.stages}"
+        cluster = ("" if (self.cluster_rows, self.cluster_cols) == (1, 1)
+                   else f"/{self.cluster_rows}x{self.cluster_cols}")
+        return f"{self.rows}x{self.cols}x{self.stages}{cluster}"
 
 
 def tile_of_kernel_name(name: str) -> GemmTile | None:
@@ -41,25 +60,31 @@ def tile_of_kernel_name(name: str) -> GemmTile | None:
     m = _NVJET.search(name)
     if not m:
         return None
-    cols, rows, _bk, stages = (int(g) for g in m.groups())
-    return GemmTile(rows, cols, stages)
+    cols, rows, _bk, stages = (int(g) for g in m.groups()[:4])
+    along_cols, along_rows = (int(g) if g else 1 for g in m.groups()[4:])
+    return GemmTile(rows, cols, stages, along_rows, along_cols)
 
 
 def parse(text: str | None) -> dict:
-    """`kernel=ROWSxCOLSxSTAGES;...` → {kernel name: GemmTile}; a clear error otherwise."""
+    """`kernel=ROWSxCOLSxSTAGES[/CRxCC];...` → {kernel name: GemmTile}; a clear error
+    otherwise."""
     if not text:
         return {}
     out = {}
     for item in text.split(";"):
         m = _ITEM.fullmatch(item)
         if not m:
-            raise IosimError(f"gemm_tiles item {item.strip()!r} is not KERNEL=ROWSxCOLSxSTAGES "
-                             "(e.g. std_fwd_qk=200x128x5)")
-        rows, cols, stages = (int(g) for g in m.groups()[1:])
+            raise IosimError(f"gemm_tiles item {item.strip()!r} is not "
+                             "KERNEL=ROWSxCOLSxSTAGES[/CRxCC] (e.g. std_fwd_qk=200x128x5/1x2)")
+        rows, cols, stages = (int(g) for g in m.groups()[1:4])
+        cr, cc = (int(g) if g else 1 for g in m.groups()[4:])
         if min(rows, cols, stages) < 1 or rows % 8 or cols % 8:
             raise IosimError(f"gemm_tiles {item.strip()!r}: rows and columns must be positive "
                              "multiples of 8 and stages at least 1")
-        out[m.group(1)] = GemmTile(rows, cols, stages)
+        if not 1 <= cr * cc <= MAX_CLUSTER_CTAS:
+            raise IosimError(f"gemm_tiles {item.strip()!r}: a cluster holds 1 to "
+                             f"{MAX_CLUSTER_CTAS} CTAs")
+        out[m.group(1)] = GemmTile(rows, cols, stages, cr, cc)
     return out
 
 

@@ -89,33 +89,47 @@ class Operand:
     transposed: bool = False
 
     def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool,
-              box: tuple | None = None, outer_index: int = 0, pitch_bytes: int = 0):
+              box: tuple | None = None, outer_index: int = 0, pitch_bytes: int = 0,
+              slices: int = 1):
         """The panel as stored: coordinates and rows×cols in the tensor's own layout. `box`:
         the (outer, k) extent of the TMA box that copies it. Its rows past the tensor's edge
         cross the L2→SM path in full, and each valid row as the whole sectors its box row
         touches (common.sector_bytes_read, at the tensor's row pitch): Load.oob_bytes holds
         what that adds to the panel's bytes (measurements/h200/tma_pitch/). K steps start on
-        the sector grid (BK·bytes a multiple of 32)."""
+        the sector grid (BK·bytes a multiple of 32). `slices`: the CTAs of a cluster that
+        share the panel (multicast) each copy 1/slices of every box row, and each slice
+        crosses as the sectors it touches, once per CTA it reaches (box_excess_bytes)."""
         nbytes = outer_len * k_len * self.eb
         oob = box_excess_bytes(self.eb, rows_along_k, box, outer_len, k_len, outer_index,
-                               pitch_bytes) if box else 0
+                               pitch_bytes, slices) if box else 0
         if rows_along_k:
-            return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob)
-        return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, nbytes, oob_bytes=oob)
+            return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob,
+                        multicast=slices)
+        return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, nbytes, oob_bytes=oob,
+                    multicast=slices)
 
 
 @lru_cache(maxsize=16384)
 def box_excess_bytes(eb: int, rows_along_k: bool, box: tuple, outer_len: int, k_len: int,
-                     outer_index: int, pitch_bytes: int) -> int:
+                     outer_index: int, pitch_bytes: int, slices: int = 1) -> int:
     """The L2→SM bytes a TMA box panel moves beyond its valid bytes (Operand.panel): its rows
-    past the tensor's edge in full, and the rest of the sectors its valid rows touch."""
+    past the tensor's edge in full, and the rest of the sectors its valid rows touch, each row
+    cut into `slices` equal segments when a cluster multicasts it (each segment's sectors
+    counted whole). Slices: Nsight Compute on the H200, the P·V kernel at N 2200 d 128
+    (`nvjet_sm90_hsh_64x184_64x6_2x1`: two CTAs along the columns share each P box; P's rows
+    every other one 16 bytes into a sector) read 8.7% more than whole 128-byte box rows
+    would, as two 64-byte halves per row do (tests/test_cublas_given_tiles.py)."""
     if rows_along_k:    # box rows along K; each box[0] columns from outer_index·box[0]
         width = box[0] * eb
-        read = (sector_bytes_read(0, k_len, outer_index * width, width, pitch_bytes)
+        part = width // slices
+        read = (sum(sector_bytes_read(0, k_len, outer_index * width + s * part, part,
+                                      pitch_bytes) for s in range(slices))
                 + (box[1] - k_len) * width)
     else:               # box rows: the block's; each box[1] columns from a K-step start
         width = box[1] * eb
-        read = (sector_bytes_read(outer_index * box[0], outer_len, 0, width, pitch_bytes)
+        part = width // slices
+        read = (sum(sector_bytes_read(outer_index * box[0], outer_len, s * part, part,
+                                      pitch_bytes) for s in range(slices))
                 + (box[0] - outer_len) * width)
     return read - outer_len * k_len * eb
 
@@ -124,14 +138,16 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
                  c_eb: int, m: int, n: int, k: int, bm: int, bn: int, i: int, j: int,
                  epilogue=(), bk: int = BK, warp_rows: int = 16,
                  thread_issued: bool = False, step_cycles: float = 0.0,
-                 tma_box: bool = False) -> tuple:
+                 tma_box: bool = False, cluster: tuple = (1, 1)) -> tuple:
     """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
     stays in registers; the C tile is stored once (by the computing threads themselves with
     thread_issued: cuBLAS's fallback kernels, cublas_fallback.py). tma_box: the panels are
     TMA copies of whole BM×BK / BK×BN boxes (cuBLAS's sm90 kernels), a ragged tile's or K
-    step's missing part included (Load.oob_bytes; "TMA copy boxes" in docs/validation.md)."""
+    step's missing part included (Load.oob_bytes; "TMA copy boxes" in docs/validation.md),
+    an A box multicast to the cluster's CTAs along the columns, a B box to those along the
+    rows (cluster = (rows, cols) of CTAs)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
     full, tail = divmod(k, bk)
@@ -141,28 +157,33 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
         # pitches: A stored M×K (K×M when transposed), B stored K×N (N×K when transposed)
         return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed,
                         box=(bm, bk) if tma_box else None, outer_index=i,
-                        pitch_bytes=(m if a.transposed else k) * a.eb),
+                        pitch_bytes=(m if a.transposed else k) * a.eb, slices=cluster[1]),
                 b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed,
                         box=(bn, bk) if tma_box else None, outer_index=j,
-                        pitch_bytes=(k if b.transposed else n) * b.eb),
+                        pitch_bytes=(k if b.transposed else n) * b.eb, slices=cluster[0]),
                 Mma(name, bm, bn, bk, warp_rows),
                 *((Barrier("k_step", step_cycles),) if step_cycles else ()))
 
     # the ragged last K step only when there is one (its body is not built otherwise)
     prog = [*loop("k", 0, full, step(bk)),
             *(loop("k", full, full + 1, step(tail)) if tail else ())]
-    partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
-    prog += [*epilogue, Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb,
-                              thread_issued=thread_issued, partial_sectors=partial)]
+    prog += epilogue
+    if rm * cn:     # a tile past the edge (a cluster's padding) stores nothing
+        partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
+        prog.append(Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb,
+                          thread_issued=thread_issued, partial_sectors=partial))
     return tuple(prog)
 
 
 def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: Tiling,
-                smem: int, regs: int, program_of, pipeline) -> Kernel:
-    """Grid (⌈M/BM⌉, ⌈N/BN⌉, B·heads), z = b·heads + h: a batched GEMM's launch shape.
-    CTAs fall into ≤ 4 classes: interior tiles, the ragged last row of tiles, the ragged last
-    column, and the corner."""
-    grid = (ceil_div(m, bm), ceil_div(n, bn), problem.batch * heads)
+                smem: int, regs: int, program_of, pipeline, cluster: tuple = (1, 1)) -> Kernel:
+    """Grid (⌈M/BM⌉, ⌈N/BN⌉, B·heads), z = b·heads + h: a batched GEMM's launch shape, its
+    tile counts rounded up to multiples of the cluster's (rows, cols) extent (cublas_tiles.py:
+    the padded tiles lie past the tensor's edge). CTAs fall into classes: interior tiles, the
+    ragged last row of tiles, the ragged last column, the corner, and the padding's."""
+    tiles_m, tiles_n = ceil_div(m, bm), ceil_div(n, bn)
+    grid = (ceil_div(tiles_m, cluster[0]) * cluster[0], ceil_div(tiles_n, cluster[1]) * cluster[1],
+            problem.batch * heads)
 
     def coord(cta: int) -> tuple:
         i, j, z = grid_index(cta, grid)
@@ -172,7 +193,8 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
         i, j, b, h = coord(cta)
         return program_of(b, h, i, j)
 
-    classes, class_of, period = classes_by_edges(grid, m % bm != 0, n % bn != 0)
+    classes, class_of, period = classes_by_edges(grid, m % bm != 0, n % bn != 0,
+                                                 grid[0] - tiles_m, grid[1] - tiles_n)
     return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
                   classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
                   pipeline=pipeline, coord_names=("row_tile", "col_tile", "batch", "head"))
@@ -205,9 +227,11 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
         tt = Tiling(t.block_q, bn, t.stages, t.warps)
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
+    cluster = (given.cluster_rows, given.cluster_cols) if given is not None and fb is None \
+        else (1, 1)
     fallback_args = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
                          step_cycles=fb.regime.k_step_cycles) if fb \
-        else {"tma_box": gpu.features.tma}
+        else {"tma_box": gpu.features.tma, "cluster": cluster}
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
@@ -216,7 +240,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
 
     if fb is None:
         return tile_kernel(name, problem, heads, m, n, bm, bn, tt, gemm_smem_bytes(tt, eb),
-                           gemm_registers(tt), program_of, Pipeline(stages=tt.stages))
+                           gemm_registers(tt), program_of, Pipeline(stages=tt.stages), cluster)
     pipeline = Pipeline(stages=fb.stages, mma_instruction="mma_sync",
                         copy_issue_cycles_per_byte=fb.regime.copy_issue_cycles_per_byte,
                         store_issue_cycles_per_byte=fb.regime.store_issue_cycles_per_byte)
@@ -434,7 +458,7 @@ def gemm_tiles_note(kernels, given: dict, user_tiled: bool) -> tuple:
     """A note naming the tiles the schedule's cuBLAS GEMMs run (not the fallback kernels',
     which have their own note) and where each came from: given (`gemm_tiles`), the user's
     tiling overrides (`user_tiled`), or the model's rule for cuBLAS's choice."""
-    tiles = {k.name: gemm_tile_of(k) for k in kernels
+    tiles = {k.name: given.get(k.name) or gemm_tile_of(k) for k in kernels
              if k.name in FORWARD_GEMMS + BACKWARD_GEMMS and k.pipeline.mma_instruction != "mma_sync"}
     if not tiles:
         return ()

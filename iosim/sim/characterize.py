@@ -50,7 +50,7 @@ def shape_key(items) -> tuple:
             out.append(("loop", item.count, shape_key(item.body)))
         elif kind == "load":
             out.append(("load", item.tensor, item.bytes, item.oob_bytes, item.line_misaligned,
-                        item.round_trips))
+                        item.round_trips, item.multicast))
         elif kind == "store":
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
                         item.layout, item.partial_sectors, item.line_misaligned))
@@ -108,7 +108,7 @@ class _WaitPointMemory(ExpectedMemory):
         self.wait_point_s, self.opening_s = points, openings(points)
 
     def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
-             misaligned: bool = False) -> float:
+             misaligned: bool = False, multicast: int = 1) -> float:
         at, tensors = self._point
         if at != now_s or tensor in tensors:
             tensors = ()
@@ -120,8 +120,9 @@ class _WaitPointMemory(ExpectedMemory):
             # (the wave measured issue to last tile over all of its loads)
             latency_s = self.opening_s.get(tensors)
         if latency_s is None:
-            return super().load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
-        own_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)[1] + self.l2_latency_s
+            return super().load(key, tensor, nbytes, now_s, oob_bytes, misaligned, multicast)
+        own_s = (self.l2_server.reserve(now_s, (nbytes + oob_bytes) / multicast)[1]
+                 + self.l2_latency_s)
         return max(own_s, now_s + latency_s)
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,

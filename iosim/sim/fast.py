@@ -58,7 +58,7 @@ def segment_bytes(program, miss: dict, dram_store_ratio: float,
     l2, dram, wait = [], [], []
     for seg in split_segments(program):
         t = program_totals(seg)
-        l2.append(t.bytes_loaded + t.bytes_stored
+        l2.append(t.bytes_loaded - t.multicast_bytes + t.bytes_stored
                   + (t.reduce_bytes - t.reduce_coalesced_bytes) * (frag - 1.0)
                   + t.reduce_coalesced_bytes * (coal - 1.0)
                   + t.fragment_store_bytes * (fragment_store_cost - 1.0))

@@ -334,6 +334,8 @@ class FluidKernel:
             modelled = issue + nbytes / l2_burst.rate      # the profile's own transfer ...
             l2_burst.reserve(issue, sum(t.bytes for t in tiles if not t.waited))  # no wait
             for t in tiles:
+                if not t.bytes:      # a box wholly past the tensor's edge: no DRAM
+                    continue
                 done = fetched.get(t.key)
                 if done is None and t.fetch > 0.0:
                     done = fetched[t.key] = dram_burst.reserve(issue, t.fetch * t.bytes)[1] + dram_lat

@@ -229,13 +229,13 @@ class L1Front:
         self.counts = counts            # the kernel's {"l1_hit_bytes": ..., "l1_load_bytes": ...}
 
     def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
-             misaligned: bool = False) -> float:
+             misaligned: bool = False, multicast: int = 1) -> float:
         if tensor in self.tensors:
             self.counts["l1_load_bytes"] += nbytes
             if self.l1.load(key, nbytes):
                 self.counts["l1_hit_bytes"] += nbytes
                 return now_s + self.latency_s
-        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
+        return self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned, multicast)
 
     def trip_latency_s(self, key, tensor: str) -> float:
         return self.mem.trip_latency_s(key, tensor)

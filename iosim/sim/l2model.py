@@ -248,7 +248,7 @@ class AccessSampler:
         for pos in leaves:
             item = items[pos]
             key = (item.tensor,) + item.coord
-            if R == 1 or (key[-1] + salt[key[:-1]]) % R == 0:
+            if item.bytes and (R == 1 or (key[-1] + salt[key[:-1]]) % R == 0):
                 self.keys.append(key)
                 self.metas.append((item.bytes, _op_code(item), self.stream(item.tensor)))
                 self.runs.append((g, None, None, (pos,)))
@@ -291,7 +291,7 @@ class AccessSampler:
                 key = (item.tensor,) + (tuple(env[c] if isinstance(c, str) else c
                                               for c in coord) if env else coord)
                 R = self.ratio
-                if R == 1 or (key[-1] + self.salt[key[:-1]]) % R == 0:
+                if item.bytes and (R == 1 or (key[-1] + self.salt[key[:-1]]) % R == 0):
                     self.keys.append(key)
                     self.metas.append((item.bytes, _op_code(item), self.stream(item.tensor)))
                     self.runs.append((g, None, None, (pos,)))
@@ -333,6 +333,8 @@ class AccessSampler:
         lo = item.lowest
         for site in sites:
             op = body[site.index]
+            if not op.bytes:        # a box wholly past the tensor's edge: no line, no DRAM
+                continue
             if site.moves == MOVES_LAST:
                 coord = op.coord
                 head = (op.tensor,) + (coord[:-1] if site.literal else tuple(

@@ -251,14 +251,17 @@ class ExactMemory:
         setattr(self.kernel_counters, name, getattr(self.kernel_counters, name) + value)
 
     def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
-             misaligned: bool = False) -> float:
+             misaligned: bool = False, multicast: int = 1) -> float:
         """Issue a load at now_s; returns when the tile is in the SM's shared memory.
-        oob_bytes (Load.oob_bytes) cross the L2 → SM path only; a miss of a misaligned row
+        oob_bytes (Load.oob_bytes) cross the L2 → SM path only; a multicast copy
+        (Load.multicast) holds the port for its share of the bytes; a miss of a misaligned row
         stream (Load.line_misaligned) takes its bytes' DRAM time times the misaligned factor.
         A miss that evicts a dirty line waits for room in a bounded write queue (_writeback)."""
         # L2 → SM bandwidth is taken at issue (the request's slot on the crossbar)
-        _, l2_done_s = self.l2_server.reserve(now_s, nbytes + oob_bytes)
+        _, l2_done_s = self.l2_server.reserve(now_s, (nbytes + oob_bytes) / multicast)
         self._count("l2_to_sm_bytes", nbytes + oob_bytes)
+        if not nbytes:      # a box wholly past the tensor's edge: no line, no DRAM
+            return l2_done_s + self.l2_latency_s
         entry = self.l2.lookup(key)
         if entry is not None:
             self._count("load_hit_bytes", nbytes)
@@ -378,8 +381,10 @@ class ExpectedMemory:
         return self.l2_server.reserve(now_s + waits.get((kind, tensor), 0.0), nbytes)[1]
 
     def load(self, key, tensor: str, nbytes: int, now_s: float, oob_bytes: int = 0,
-             misaligned: bool = False) -> float:
-        l2_done_s = self._l2_done("load", tensor, nbytes + oob_bytes, now_s)
+             misaligned: bool = False, multicast: int = 1) -> float:
+        l2_done_s = self._l2_done("load", tensor, (nbytes + oob_bytes) / multicast, now_s)
+        if not nbytes:      # a box wholly past the tensor's edge: no line, no DRAM
+            return l2_done_s + self.l2_latency_s
         p_bytes, p_latency = self.miss_probability.get(tensor, (0.0, 0.0))
         # a miss waits for the tile's transfer and the DRAM latency; a hit on a line in
         # flight waits for what is left of that fetch: p_latency is the expected fraction

@@ -68,9 +68,9 @@ class _Recorder:
         self.points = defaultdict(list)   # wait point's tensors → issue-to-last-tile latencies
         self._point = None                # the open wait point: [issue_s, tensors, ready_s]
 
-    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False):
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False, multicast=1):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
-        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned)
+        ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned, multicast)
         point = self._point
         if point is None or point[0] != now_s or tensor in point[1]:
             self.close()
