@@ -20,7 +20,6 @@ def ceil_div(a: int, b: int) -> int:
 SECTOR_BYTES = 32   # the L2's and DRAM's unit of transfer (a 128-byte line holds 4)
 
 
-@lru_cache(maxsize=4096)
 def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes: int,
                           pitch_bytes: int) -> int:
     """Writes of part of a 32-byte sector when one CTA stores rows [first_row, first_row+rows)
@@ -32,18 +31,25 @@ def partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes
     segments of at least a sector that start and end at the row's ends or at least a sector
     from them (GEMM tiles, softmax row blocks); a narrower one may count a sector twice."""
     s = SECTOR_BYTES
-
-    def edges(start: int, end: int) -> int:
-        """Partial sectors at the two ends of the byte range [start, end)."""
-        return (start % s != 0) + (end % s != 0)
     if width_bytes == pitch_bytes:
-        return edges(first_row * pitch_bytes, (first_row + rows) * pitch_bytes)
+        start, end = first_row * pitch_bytes, (first_row + rows) * pitch_bytes
+        return (start % s != 0) + (end % s != 0)
     p = pitch_bytes % s
+    if p == 0 and col_bytes % s == 0 and width_bytes % s == 0:
+        return 0                  # every segment starts and ends on the sector grid
     period = s // gcd(p, s)       # rows after which the edges' offsets repeat
+    return _partial_sector_writes(first_row % period, rows, col_bytes % s, width_bytes, p, period)
+
+
+@lru_cache(maxsize=4096)
+def _partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_bytes: int, p: int,
+                           period: int) -> int:
+    s = SECTOR_BYTES
 
     def row_edges(r: int) -> int:
         start = (r * p + col_bytes) % s
-        return edges(start, start + width_bytes)
+        end = start + width_bytes
+        return (start % s != 0) + (end % s != 0)
     per = [row_edges((first_row + k) % period) for k in range(period)]
     full, rest = divmod(rows, period)
     return full * sum(per) + sum(per[:rest])
