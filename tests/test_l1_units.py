@@ -170,7 +170,7 @@ class _Mem:
     def __init__(self):
         self.calls = []
 
-    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False):
+    def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False, multicast=1):
         self.calls.append(("load", key))
         return now_s + 1.0
 
