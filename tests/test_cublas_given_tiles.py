@@ -222,3 +222,21 @@ def _loads(program):
             yield from _loads(item.body)
         elif isinstance(item, Load):
             yield item
+
+
+def test_the_fast_mode_charges_the_l2_port_a_multicast_box_once():
+    from iosim.sim.fast import segment_bytes
+    p = AttentionProblem(batch=1, heads_q=1, heads_kv=1, seq_q=2200, seq_kv=2200, head_dim=128)
+    for cluster in ("", "/1x2"):
+        pv = build_schedule(p, "h200", "standard", gemm_tiles=f"std_fwd_pv=184x64x6{cluster}").kernels[2]
+        program = pv.program(0)
+        l2 = sum(segment_bytes(program, {}, 1.0)[0])
+        from iosim.schedule import program_totals
+        t = program_totals(program)
+        assert l2 == pytest.approx(t.bytes_loaded - t.multicast_bytes + t.bytes_stored)
+        if cluster:     # half of every P box rides on the partner CTA's read
+            p_box = sum(ld.bytes + ld.oob_bytes for ld, times in _counted_loads(program)
+                        for _ in range(times) if ld.tensor == "P")
+            assert t.multicast_bytes == pytest.approx(p_box / 2)
+        else:
+            assert t.multicast_bytes == 0
