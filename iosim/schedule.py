@@ -70,7 +70,7 @@ class Load:
     # them). Nsight Compute counts the bytes at every CTA they reach; the L2 port carries them
     # once (port_bytes): cuBLAS's P·V at N 2200 d 128 moved 10.8 TB/s of counted L2→SM bytes,
     # its N 6200 P·V 8.7 TB/s, where the port reads 7.14 (measured_h200_oddn_holdout_kernels.csv,
-    # calibration.json)
+    # calibration.json; scripts/cublas_given_tiles.py prints each kernel's rate)
     multicast: int = 1
     kind = "load"
 

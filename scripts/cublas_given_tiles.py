@@ -1,7 +1,10 @@
 """The standard-attention rows of the H200 dataset predicted twice: with the GEMM tiles the
 model's rule picks (standard.gemm_tile, what `iosim validate` scores) and with the tiles cuBLAS
 ran, read from the kernel names Nsight Compute recorded (algorithms/cublas_tiles.py:
-`gemm_tiles`). Per kernel: L2→SM bytes and time against Nsight Compute's.
+`gemm_tiles`). Per kernel: L2→SM bytes and time against Nsight Compute's, and the kernel's
+counted L2→SM rate (Nsight Compute's bytes over its time; above the port's measured 7.14 TB/s
+only where a cluster multicasts). Per row and over all rows: time and L2→SM against the sums
+over the row's kernels (what `iosim validate` scores).
 
     python scripts/cublas_given_tiles.py [--only N5000,N2200] > benchmarks/results/cublas_given_tiles.txt
 
@@ -49,7 +52,9 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated substrings of row ids")
     args = ap.parse_args()
     only = args.only.split(",") if args.only else None
-    print("kernel: L2→SM err rule / given, time err rule / given (model / Nsight Compute − 1)")
+    print("kernel: L2→SM err rule / given, time err rule / given (model / Nsight Compute − 1), "
+          "counted L2→SM TB/s")
+    errs = {"rule": [], "given": []}
     for id_, c, ks, tiles in rows():
         if only and not any(s in id_ for s in only):
             continue
@@ -66,8 +71,19 @@ def main() -> None:
             e = [sched[w].kernels[i].totals().bytes_loaded / l2 - 1 for w in ("rule", "given")]
             tt = [r["kernels"][i][1] / t - 1 for r in (rule, given)]
             parts.append(f"{sched['rule'].kernels[i].name[8:]} {e[0]:+6.1%}/{e[1]:+6.1%} "
-                         f"{tt[0]:+6.1%}/{tt[1]:+6.1%}")
-        print(f"{id_[15:]}  {tiles}\n    " + " | ".join(parts))
+                         f"{tt[0]:+6.1%}/{tt[1]:+6.1%} {l2 / t / 1e12:5.2f}")
+        t_row = sum(float(k["ncu_time_s"]) for k in ks)
+        l2_row = sum(float(k["l2_to_sm_read_bytes"]) for k in ks)
+        row = []
+        for label, r in (("rule", rule), ("given", given)):
+            errs[label].append((r["time_s"] / t_row - 1, r["l2_to_sm_bytes"] / l2_row - 1))
+            row.append(f"{label} time {errs[label][-1][0]:+6.1%} L2→SM {errs[label][-1][1]:+6.1%}")
+        print(f"{id_[15:]}  {tiles}\n    " + " | ".join(parts) + "\n    row: " + "; ".join(row))
+    for label, es in errs.items():
+        if es:
+            t, l2 = [abs(e[0]) for e in es], [abs(e[1]) for e in es]
+            print(f"{label} tiles, {len(es)} rows: time MAPE {sum(t) / len(t):.1%} max {max(t):.1%}; "
+                  f"L2→SM mean |err| {sum(l2) / len(l2):.2%} max {max(l2):.1%}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from iosim.algorithms import build_schedule, standard
 from iosim.algorithms.cublas_tiles import GemmTile, from_kernel_names, parse, text, tile_of_kernel_name
 from iosim.errors import IosimError
 from iosim.problem import AttentionProblem
+from iosim.schedule import Load, Loop, program_totals
 
 DATA = Path(__file__).resolve().parents[1] / "iosim/data/validation"
 
@@ -176,7 +177,7 @@ def test_a_multicast_box_is_counted_at_each_cta_and_carried_once():
     p = AttentionProblem(batch=1, heads_q=1, heads_kv=1, seq_q=2200, seq_kv=2200, head_dim=128)
     one, two = (build_schedule(p, "h200", "standard", gemm_tiles=f"std_fwd_pv=184x64x6{c}").kernels[2]
                 for c in ("", "/1x2"))
-    p_loads = [ld for ld in _loads(two.program(0)) if ld.tensor == "P"]
+    p_loads = [ld for ld, _ in _counted_loads(two.program(0)) if ld.tensor == "P"]
     assert p_loads and all(ld.multicast == 2 for ld in p_loads)
     full = 184 // 2 * (4 + 5) * 32            # 128-byte rows at offsets 0 and 16: 4 and 5 sectors
     halves = 184 // 2 * (2 + 2 + 3 + 3) * 32  # their 64-byte halves: 2 + 2 and 3 + 3
@@ -207,21 +208,12 @@ def test_exact_memory_holds_the_l2_port_for_a_multicast_copys_share():
 
 
 def _counted_loads(program, times=1):
-    from iosim.schedule import Load, Loop
+    """(Load, how many times it runs) for every load of a program, loops expanded by count."""
     for item in program:
         if isinstance(item, Loop):
             yield from _counted_loads(item.body, times * item.count)
         elif isinstance(item, Load):
             yield item, times
-
-
-def _loads(program):
-    from iosim.schedule import Load, Loop
-    for item in program:
-        if isinstance(item, Loop):
-            yield from _loads(item.body)
-        elif isinstance(item, Load):
-            yield item
 
 
 def test_the_fast_mode_charges_the_l2_port_a_multicast_box_once():
@@ -231,12 +223,18 @@ def test_the_fast_mode_charges_the_l2_port_a_multicast_box_once():
         pv = build_schedule(p, "h200", "standard", gemm_tiles=f"std_fwd_pv=184x64x6{cluster}").kernels[2]
         program = pv.program(0)
         l2 = sum(segment_bytes(program, {}, 1.0)[0])
-        from iosim.schedule import program_totals
         t = program_totals(program)
         assert l2 == pytest.approx(t.bytes_loaded - t.multicast_bytes + t.bytes_stored)
         if cluster:     # half of every P box rides on the partner CTA's read
-            p_box = sum(ld.bytes + ld.oob_bytes for ld, times in _counted_loads(program)
-                        for _ in range(times) if ld.tensor == "P")
+            p_box = sum(times * (ld.bytes + ld.oob_bytes) for ld, times in _counted_loads(program)
+                        if ld.tensor == "P")
             assert t.multicast_bytes == pytest.approx(p_box / 2)
         else:
             assert t.multicast_bytes == 0
+
+
+def test_a_cluster_is_refused_on_a_gpu_without_clusters():
+    p = AttentionProblem(batch=1, heads_q=2, heads_kv=2, seq_q=2944, seq_kv=2944, head_dim=64)
+    with pytest.raises(IosimError, match="thread-block cluster"):
+        build_schedule(p, "a100", "standard", gemm_tiles="std_fwd_qk=128x128x3/1x2")
+    assert build_schedule(p, "a100", "standard", gemm_tiles="std_fwd_qk=128x128x3").kernels

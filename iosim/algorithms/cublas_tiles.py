@@ -48,9 +48,13 @@ class GemmTile:
     cluster_rows: int = 1
     cluster_cols: int = 1
 
+    @property
+    def cluster(self) -> tuple:
+        """(CTAs along the rows, along the columns) of its thread-block cluster."""
+        return self.cluster_rows, self.cluster_cols
+
     def text(self) -> str:
-        cluster = ("" if (self.cluster_rows, self.cluster_cols) == (1, 1)
-                   else f"/{self.cluster_rows}x{self.cluster_cols}")
+        cluster = "" if self.cluster == (1, 1) else f"/{self.cluster_rows}x{self.cluster_cols}"
         return f"{self.rows}x{self.cols}x{self.stages}{cluster}"
 
 

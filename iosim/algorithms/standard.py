@@ -218,6 +218,9 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
               else fallback.square_output_tile(k, align))
         tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
     elif given is not None:
+        if given.cluster != (1, 1) and not gpu.features.tma:
+            raise IosimError(f"{name}'s given tile {given.text()} runs in a thread-block cluster, "
+                             f"which {gpu.name} has not (clusters and TMA multicast are sm90's)")
         tt = Tiling(given.rows, given.cols, given.stages, t.warps)
         check_fits(gpu, f"{name}'s given tile {given.text()} (BK={BK})",
                    gemm_smem_bytes(tt, eb), gemm_registers(tt), tt.threads)
@@ -227,8 +230,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
         tt = Tiling(t.block_q, bn, t.stages, t.warps)
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
-    cluster = (given.cluster_rows, given.cluster_cols) if given is not None and fb is None \
-        else (1, 1)
+    cluster = given.cluster if given is not None and fb is None else (1, 1)
     fallback_args = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
                          step_cycles=fb.regime.k_step_cycles) if fb \
         else {"tma_box": gpu.features.tma, "cluster": cluster}
