@@ -78,6 +78,8 @@ PLAUSIBLE = {
     "dram_partial_sector_write_cost_bytes": (0, 1e4),
     "dram_line_misaligned_stream_factor": (1, 10),
     "dram_write_queue_s": (0, 1e-4),
+    "tma_epilogue_bytes_per_clock_per_sm": (1, 1024),
+    "tma_epilogue_serial_fraction": (0, 1),
     "fp16": (1e9, 1e17), "bf16": (1e9, 1e17), "tf32": (1e9, 1e17), "fp8": (1e9, 1e17),
 }
 
@@ -302,6 +304,12 @@ class GpuSpec(_Spec):
     # caused them: an access whose eviction would queue more waits until the DRAM has served
     # all but this much (machine.dram_write_queue_s); None: an unbounded queue (fire and forget)
     dram_write_queue_s: Optional[float] = _figure(None, ge=0)
+    # a cuBLAS sm90 GEMM's epilogue (accumulators -> shared memory -> TMA store of the C
+    # tile, Store.tma_epilogue): bytes per SM clock one SM's epilogue writes out, and the
+    # fraction of that time the CTA's own warps are held (the rest drains under the next
+    # tile's main loop; machine.tma_epilogue_s_per_byte); None: not modelled
+    tma_epilogue_bytes_per_clock_per_sm: Optional[float] = _figure(None, gt=0)
+    tma_epilogue_serial_fraction: Optional[float] = _figure(None, ge=0, le=1)
     features: Features = _figure()
     sources: dict[str, str] = _figure()
 

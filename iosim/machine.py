@@ -206,6 +206,32 @@ def store_issue_s_per_byte(gpu, pipeline) -> float:
     return cpb / gpu.clock_hz if cpb else 0.0
 
 
+def tma_epilogue_cost(gpu) -> tuple[float, float]:
+    """(seconds per byte, serial fraction) of one SM's cuBLAS sm90 epilogue (Store.tma_epilogue:
+    the accumulators converted into shared memory and written out by TMA stores, subtile by
+    subtile through a few shared-memory buffers). Seconds per byte: 1 /
+    (GpuSpec.tma_epilogue_bytes_per_clock_per_sm × clock), 0 where not given. Each SM has one
+    such path (compute.SmUnits.epilogue, a FIFO): a tile's epilogue starts when the SM's
+    previous one has drained, and holds its CTA's warps for the serial fraction of its time
+    (GpuSpec.tma_epilogue_serial_fraction, 1 where not given); the rest drains while the SM's
+    next tile runs its main loop."""
+    rate = getattr(gpu, "tma_epilogue_bytes_per_clock_per_sm", None)
+    if not rate:
+        return 0.0, 1.0
+    f = getattr(gpu, "tma_epilogue_serial_fraction", None)
+    return 1.0 / (rate * gpu.clock_hz), 1.0 if f is None else f
+
+
+def tma_epilogue_s(gpu, program) -> float:
+    """Seconds an SM's epilogue path (tma_epilogue_cost) spends on one CTA's
+    Store.tma_epilogue stores (the program's top-level ops: a GEMM stores its C tile once)."""
+    s_per_byte = tma_epilogue_cost(gpu)[0]
+    if not s_per_byte:
+        return 0.0
+    return s_per_byte * sum(op.bytes for op in program
+                            if op.kind == "store" and op.tma_epilogue)
+
+
 def cta_turnover_s(gpu, program=None) -> float:
     """Seconds an SM slot stays unavailable after its CTA's last instruction: the CTA's
     retirement and the block scheduler's launch of the next CTA into the slot
@@ -614,8 +640,8 @@ def time_breakdown(schedule, gpu, result) -> dict:
     out = {"launch_s": gpu.launch_overhead_s * len(schedule.kernels), "kernels": []}
     totals = {"mma_s": 0.0, "mma_operand_reads_s": 0.0, "issue_slots_s": 0.0,
               "copy_issue_hold_s": 0.0, "reduce_hold_s": 0.0, "exp_s": 0.0,
-              "alu_s": 0.0, "l2_s": 0.0, "dram_s": 0.0, "dram_access_penalty_s": 0.0,
-              "unhidden_s": 0.0}
+              "alu_s": 0.0, "epilogue_s": 0.0, "l2_s": 0.0, "dram_s": 0.0,
+              "dram_access_penalty_s": 0.0, "unhidden_s": 0.0}
     for kernel, kr in zip(schedule.kernels, result.kernels):
         cost = MmaCost(gpu, problem.dtype, kernel.pipeline, kernel.launch.threads_per_cta,
                        problem.elem_bytes, resident_ctas_per_sm(gpu, kernel.launch),
@@ -639,13 +665,16 @@ def time_breakdown(schedule, gpu, result) -> dict:
                 / wgmma_rate,
                 "exp_s": busy.get("exp", 0.0) / gpu.sm_count,
                 "alu_s": busy.get("alu", 0.0) / gpu.sm_count,
+                # the SMs' GEMM epilogue paths (Store.tma_epilogue), per SM
+                "epilogue_s": sum(count * tma_epilogue_s(gpu, kernel.program(rep))
+                                  for rep, count in kernel.classes) / gpu.sm_count,
                 "l2_s": busy.get("l2", 0.0), "dram_s": busy.get("dram", 0.0),
                 # of dram_s: partial-sector writes and misaligned row streams
                 "dram_access_penalty_s": dram_access_penalty_s(
                     gpu, kt, kr.dram_read_bytes, kr.dram_write_bytes)}
         covered = max(part["mma_s"] + part["mma_operand_reads_s"] + part["issue_slots_s"]
                       + part["copy_issue_hold_s"] + part["reduce_hold_s"],
-                      part["exp_s"], part["alu_s"],
+                      part["exp_s"], part["alu_s"], part["epilogue_s"],
                       part["l2_s"], part["dram_s"])
         part["unhidden_s"] = max(0.0, kr.time_s - covered)
         out["kernels"].append(part)

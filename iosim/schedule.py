@@ -99,7 +99,9 @@ class Store:
     `partial_sectors`: the 32-byte sectors the tile writes only part of, their other part
     written by another CTA (a row pitch or tile width off the sector:
     algorithms.common.partial_sector_writes); each costs DRAM time beyond its bytes
-    (machine.partial_sector_write_cost_bytes)."""
+    (machine.partial_sector_write_cost_bytes). `tma_epilogue`: the C tile of a cuBLAS sm90
+    GEMM, written out by its epilogue (accumulators to shared memory, TMA stores) at the SM's
+    measured epilogue rate (machine.tma_epilogue_s_per_byte)."""
 
     tensor: str
     coord: Coord
@@ -112,6 +114,7 @@ class Store:
     layout: str = "coalesced"
     partial_sectors: int = 0
     line_misaligned: bool = False    # as Load.line_misaligned, for plain stores (STG)
+    tma_epilogue: bool = False       # a cuBLAS sm90 GEMM's C tile (machine.tma_epilogue_s_per_byte)
     kind = "store"
 
 

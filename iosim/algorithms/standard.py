@@ -171,7 +171,8 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     if rm * cn:     # a tile past the edge (a cluster's padding) stores nothing
         partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
         prog.append(Store(c, (*c_prefix, i, j), rm, cn, rm * cn * c_eb,
-                          thread_issued=thread_issued, partial_sectors=partial))
+                          thread_issued=thread_issued, partial_sectors=partial,
+                          tma_epilogue=tma_box))
     return tuple(prog)
 
 

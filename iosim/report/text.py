@@ -147,6 +147,10 @@ def _simulated(a):
     names = {"exp": "exp units busy", "alu": "ALUs busy", "l2": "L2 busy", "dram": "DRAM busy"}
     for key, label in names.items():
         rows.append((label, f"{util[key]:.0%} = {seconds(util[key] * t)}"))
+    if b.get("epilogue_s"):
+        rows.append(("GEMM epilogue path busy",
+                     f"{seconds(b['epilogue_s'])} per SM  [cuBLAS sm90 epilogues: C tiles "
+                     f"through shared memory and TMA stores at the SM's measured rate]"))
     if b.get("dram_access_penalty_s"):
         rows.append(("  partial/misaligned access",
                      f"{seconds(b['dram_access_penalty_s'])}  [DRAM time beyond the bytes': "

@@ -23,7 +23,7 @@ import simpy
 
 from ..machine import (copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
                        reduce_l2_costs, fragment_store_issue_s_per_byte, fragment_store_l2_cost,
-                       line_misaligned_dram_factor)
+                       line_misaligned_dram_factor, tma_epilogue_cost, tma_epilogue_s)
 from ..schedule import Loop
 from .compute import SmUnits
 from .memory import ExpectedMemory, Server
@@ -53,7 +53,8 @@ def shape_key(items) -> tuple:
                         item.round_trips, item.multicast))
         elif kind == "store":
             out.append(("store", item.tensor, item.bytes, item.reduce and item.reduce_layout,
-                        item.layout, item.partial_sectors, item.line_misaligned))
+                        item.layout, item.partial_sectors, item.line_misaligned,
+                        item.tma_epilogue))
         elif kind == "mma":
             out.append(("mma", item.m, item.n, item.k))
         elif kind == "alu":
@@ -192,7 +193,8 @@ class Characterizer:
             for g in range(generations):
                 for vec, items in zip(vecs, segments):
                     ctx = CtaContext(env, units, mem, self.pipe, self.mma, copy_s, store_s,
-                                     frag_s, cycle_s=1.0 / self.gpu.clock_hz)
+                                     frag_s, cycle_s=1.0 / self.gpu.clock_hz,
+                                     epilogue=tma_epilogue_cost(gpu))
                     start_s = env.now
                     yield from run_program(ctx, items, defaultdict(int))
                     if g in measured:
@@ -232,7 +234,26 @@ class Characterizer:
         turnover_s = cta_turnover_s(self.gpu, program)
         if out and turnover_s:
             out[-1] = (out[-1][0] + turnover_s,) + tuple(out[-1][1:])
+        # the SM's epilogue path serves the k resident CTAs' epilogues one after another, so
+        # a slot's CTAs follow each other no faster than k epilogues (exact mode's FIFO:
+        # a tile's epilogue waits for the previous one's drain)
+        floor_s = k * tma_epilogue_s(self.gpu, program)
+        if out and floor_s > sum(v[0] for v in out):
+            short_s = floor_s - sum(v[0] for v in out)
+            out[-1] = (out[-1][0] + short_s, out[-1][1] + short_s) + tuple(out[-1][2:])
         return out
+
+    def epilogue_tail_s(self, program: tuple, k: int, miss: tuple) -> float:
+        """What exact mode's chain of epilogues on one SM (machine.tma_epilogue_cost) adds once
+        at a kernel's end beyond its CTAs' spacing (segment_profiles' floor): the first tile's
+        main loop M before the chain starts when the epilogues bind (spacing E), else the
+        last drain beyond the CTA, (1 − f)·E − turnover: min of the two, at least 0."""
+        e = tma_epilogue_s(self.gpu, program)
+        if not e:
+            return 0.0
+        serial = tma_epilogue_cost(self.gpu)[1]
+        main_s = max(0.0, sum(v[0] for v in self._segments(program, k, miss)) - serial * e)
+        return max(0.0, min(main_s, (1.0 - serial) * e - cta_turnover_s(self.gpu, program)))
 
     def _segments(self, program: tuple, k: int, miss: tuple, burst_span_s: float = 0.0) -> list:
         if k > 1 and self.streams and self.first_wave_share < 1.0 and self._short(program):

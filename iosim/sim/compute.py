@@ -17,16 +17,18 @@ from .memory import Server
 
 
 class SmUnits:
-    """The three unit servers of one SM; when the wgmma groups of its consumer warpgroups end
+    """The three unit servers of one SM, its GEMM epilogue path (machine.tma_epilogue_s_per_byte); when the wgmma groups of its consumer warpgroups end
     (pipeline._Consumers notes each group: note_wgmma) and the consumers' SoftmaxTileServer
     (made on first use, when the SimPy environment is known)."""
 
-    __slots__ = ("tensor", "exp", "alu", "wgmma_busy", "_tiles")
+    __slots__ = ("tensor", "exp", "alu", "epilogue", "wgmma_busy", "_tiles")
 
     def __init__(self, rates: SmRates):
         self.tensor = Server(rates.tensor_flops_per_s)
         self.exp = Server(rates.exp_per_s)
         self.alu = Server(rates.alu_ops_per_s)
+        # the SM's GEMM epilogue path (Store.tma_epilogue), served in seconds
+        self.epilogue = Server(1.0)
         self.wgmma_busy: dict = {}       # a consumer's wgmma stream -> when its last group ends
         self._tiles = None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import simpy
 
 from ..machine import (SmRates, copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s,
-                       tensor_server_busy_s, fragment_store_issue_s_per_byte)
+                       tensor_server_busy_s, fragment_store_issue_s_per_byte, tma_epilogue_cost)
 from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker, launch_ready
@@ -29,6 +29,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
     mem = exact_memory(gpu, gpu.l2_capacity_bytes * l2_effective_fraction)
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
     frag_s = fragment_store_issue_s_per_byte(gpu)
+    epilogue = tma_epilogue_cost(gpu)
     timeline = Timeline()
     timeline.kernel_names = [k.name for k in schedule.kernels]
     spans = []
@@ -52,7 +53,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
             front = (mem if l1_sms is None else
                      L1Front(mem, l1_sms[sm], l1[0], gpu.l1_latency_s or 0.0, l1_counts))
             ctx = CtaContext(env, sms[sm], front, kernel.pipeline, mma, copy_s, store_s, frag_s,
-                         cycle_s=1.0 / gpu.clock_hz)
+                             cycle_s=1.0 / gpu.clock_hz, epilogue=epilogue)
             start_s = env.now
             program = kernel.program(c)
             yield from run_program(ctx, program, {})
@@ -76,6 +77,9 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         launch_more()
         if n:
             yield done
+        drained_s = max(u.epilogue.free_s for u in sms)   # the last tiles' epilogues
+        if drained_s > env.now:
+            yield env.timeout(drained_s - env.now)
         spans.append((start_s, env.now, occ, {**_counters_dict(mem.kernel_counters), **l1_counts}))
 
     def main():

@@ -296,9 +296,12 @@ def _dispatch_all(schedule, gpu, infos, miss, dram_scale, characterizers, keep_m
                          fill.stored_bytes if fill is not None else None)
         kernel_rows = KernelRows(rows, kmarks, run.repeats)
         timeline.add_kernel(rows, run.repeats)
-        spans.append((t, run.end_s, occ))
+        last = kernel.class_of(n - 1) if n else 0
+        end_s = run.end_s + (characterizers[ki].epilogue_tail_s(
+            info.programs[last], occ, cohorts[0][1]) if n else 0.0)
+        spans.append((t, end_s, occ))
         runs.append(kernel_rows)
-        t = run.end_s
+        t = end_s
     return timeline, spans, runs
 
 

@@ -53,11 +53,12 @@ class CtaContext:
     seconds its threads spend issuing a byte of their loads (machine.copy_issue_s_per_byte)."""
 
     __slots__ = ("env", "units", "mem", "pipe", "stall", "mma", "copy_s_per_byte",
-                 "store_s_per_byte", "fragment_store_s_per_byte", "cycle_s", "prologue_ready_s")
+                 "store_s_per_byte", "fragment_store_s_per_byte", "cycle_s", "prologue_ready_s",
+                 "epilogue")
 
     def __init__(self, env, units, mem, pipe, mma=None, copy_s_per_byte: float = 0.0,
                  store_s_per_byte: float = 0.0, fragment_store_s_per_byte: float = 0.0,
-                 cycle_s: float = 0.0):
+                 cycle_s: float = 0.0, epilogue: tuple = (0.0, 1.0)):
         self.env, self.units, self.mem, self.pipe = env, units, mem, pipe
         self.stall = [0.0, 0.0, 0.0, 0.0]
         self.mma = mma
@@ -70,6 +71,8 @@ class CtaContext:
         # loads issued just before a warp-specialized loop and not yet waited for
         # (issue_prologue_with_loop): when they have landed
         self.prologue_ready_s = -1.0
+        # (machine.tma_epilogue_s_per_byte, tma_epilogue_serial_fraction) of Store.tma_epilogue
+        self.epilogue = epilogue
 
 
 def tile_key(op, env_vars: dict) -> tuple:
@@ -166,6 +169,15 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 # issuing stores in the fragment layout (Store.layout) holds the threads
                 # (a thread_issued store is charged by its kernel's own traced figure only)
                 yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
+            held_s = 0.0
+            if do_memory and op.tma_epilogue and ctx.epilogue[0]:
+                # the SM's epilogue path: this tile's starts when the previous one has
+                # drained; its warps are held for the serial part (machine.tma_epilogue_*)
+                start, finish = units.epilogue.reserve(env.now, op.bytes * ctx.epilogue[0])
+                if start > env.now:
+                    stall[MEM] += start - env.now
+                    yield env.timeout(start - env.now)
+                held_s = start + ctx.epilogue[1] * (finish - start)
             if do_memory:
                 t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
                               op.reduce and op.reduce_layout, env.now, op.layout,
@@ -173,6 +185,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
                 if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
                     _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
                     t = max(t, f2)
+                t = max(t, held_s)
                 if t > env.now:
                     stall[MEM] += t - env.now
                     yield env.timeout(t - env.now)

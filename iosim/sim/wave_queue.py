@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import simpy
 
 from ..machine import (copy_issue_s_per_byte, cta_turnover_s, fragment_store_issue_s_per_byte,
-                       store_issue_s_per_byte)
+                       store_issue_s_per_byte, tma_epilogue_cost)
 from ..schedule import Loop
 from .compute import SmUnits
 from .dispatch import SlotPicker, launch_ready
@@ -173,7 +173,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         if c >= counted_from or cohort_of is not None:
             recorders.append((c, (rec, program)))
         ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
-                         cycle_s=1.0 / gpu.clock_hz)
+                         cycle_s=1.0 / gpu.clock_hz, epilogue=tma_epilogue_cost(gpu))
         yield from run_program(ctx, program, {})
         turnover_s = cta_turnover_s(gpu, program)
         if turnover_s:
