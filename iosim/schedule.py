@@ -163,13 +163,18 @@ class Alu:
     around the op's arithmetic): the op takes count × issue_per_op on the SM's ALU server,
     whose rate is its issue rate (Totals.alu_issue); `count` stays the algorithm's ops, and
     so does the MMA-stream hold (MmaCost.elementwise_hold: only a kernel without MMAs, the
-    standard softmax, has a measured figure). 1: one instruction per op."""
+    standard softmax, has a measured figure). 1: one instruction per op.
+    lone_cycles: where a lone warp's issue of the kernel's code is measured, the fewest clock
+    cycles the op takes (its CTA's warps, one per SM sub-partition, each waiting on its own
+    dependent instructions rather than on the SM's issue rate): a floor under its time on the
+    ALU server, other units not held; 0: none."""
 
     name: str
     count: int
     phase_cycles_per_op: float = 0.0
     barrier_cycles: float = 0.0
     issue_per_op: float = 1.0
+    lone_cycles: float = 0.0
     kind = "alu"
 
     @property

@@ -72,7 +72,7 @@ def without_mechanisms() -> None:
     """Switch softmax_code's two figures off (one round trip, one instruction per op)."""
     from iosim.algorithms import softmax_code
     softmax_code.row_load_trips = lambda row_bytes: 1
-    softmax_code.issued_per_element = lambda row_bytes: 3.0
+    softmax_code.issued_per_element = lambda n, elem_bytes: 3.0
 
 
 def main(argv=None):

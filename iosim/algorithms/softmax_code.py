@@ -15,14 +15,29 @@ Both were read off the H200 (measurements/h200/softmax_scalar/, README there):
       then by 4 again): `it mod 4` single trips, then blocks of 16 while more than 12
       iterations are left, one of 8 if more than 4 are, one of 4 for the rest.
   A warp runs its lanes' longest remainder and then its lanes' most blocks.
-- The issued instructions (Nsight Compute `smsp__inst_executed`, lanes counted: × 32, over
-  B·H·N² score elements; B 1, H 16, N 4008 and 4001 — not validation shapes): 24.67 per
-  element on the 16-byte path, 31.30 on the scalar path (load requests 0.152 and 1.008 per
-  warp-element: the scalar path issues a load and a store per element and lane). The
-  schedule spreads them over its three counted ALU ops per element (Alu.issue_per_op) on
-  the SM's ALU server, whose rate (128 lane-ops per clock) is its issue rate (4
-  sub-partitions, one warp instruction each per clock). The kernel issued in
-  65% / 76% of its cycles there, so issue, not only DRAM, bounds it.
+- The issued instructions (Nsight Compute `smsp__inst_executed`, warp instructions per row of
+  S): a·N + b + c·trips per path (`ISSUED_PER_ROW`, `issued_per_row`): per score element,
+  per row (the row's setup, its two warp reductions, its normalisation) and per round trip of
+  the copy loop (each remainder iteration or unrolled block carries its own loop overhead).
+  Fitted by `scripts/softmax_issue_fit.py` to one launch each at N 512 ... 8192, 2008 and 4008
+  (16-byte path) and 1001 ... 6001 (scalar path), measurements/h100/softmax_issue/ (an H100:
+  the same NVRTC output as the H200's, whose counts at N 4008 / 4001,
+  measurements/h200/softmax_scalar/, it reproduces to the instruction); within 3% of every
+  16-byte launch, 7% of every scalar one. A single ratio per element (24.67 / 31.30 lane
+  instructions, the N 4008 / 4001 figures) had left out the per-row part: at N 512 the kernel
+  issues 34.6 lane instructions per element. The schedule spreads them over its three
+  counted ALU ops per element (Alu.issue_per_op) on the SM's ALU server, whose rate (128
+  lane-ops per clock) is its issue rate (4 sub-partitions, one warp instruction each per
+  clock). The kernel issued in 65% / 76% of its cycles at N 4008 / 4001, so issue, not only
+  DRAM, bounds it.
+- One warp alone issues far below its sub-partition's rate: the compute-only variant at one
+  CTA per SM (a warp per sub-partition) takes 2.0 cycles per instruction and 722 per row
+  (`LONE_WARP_CYCLES`, `lone_row_cycles`; measurements/h100/softmax_issue/), 2.2-2.9x its
+  issue time; three CTAs per SM reach 0.79 of the issue rate, the kernel's own occupancy at
+  N <= 4096 0.89-0.93, as warps ready independently with the lone warp's share of cycles
+  would (`issue_efficiency`). The schedule makes the lone time a floor under the CTA's
+  compute (Alu.lone_cycles) and spreads the issue slots its occupancy leaves empty over its
+  ops (Alu.issue_per_op: issue slots, its instructions over the efficiency).
 """
 from __future__ import annotations
 
@@ -30,9 +45,15 @@ VECTOR_ACCESS_BYTES = 16          # LDG.E.128 / STG.E.128 per lane
 SCALAR_ACCESS_BYTES = 2           # LDG.E.U16 per lane
 WARP_LANES = 32
 
-# Nsight Compute on the H200 (measurements/h200/softmax_scalar/ncu_4008.csv, ncu_4001.csv):
-# smsp__inst_executed.sum × 32 / (16 · N²), tests/test_softmax_code.py recomputes them
-ISSUED_INSTRUCTIONS_PER_ELEMENT = {"vector": 24.67, "scalar": 31.30}
+# warp instructions per row of S = a·N + b + c·trips (row_load_trips), by path: Nsight
+# Compute's smsp__inst_executed, measurements/h100/softmax_issue/, fitted by
+# scripts/softmax_issue_fit.py (benchmarks/results/softmax_issue_fit.txt); tests/
+# test_softmax_code.py fits them again
+ISSUED_PER_ROW = {"vector": (0.6632, 151.5, 37.37), "scalar": (0.6725, 263.3, 82.17)}
+# one warp issuing its row alone (the compute-only variant at one CTA per SM): clock cycles
+# per warp instruction and per row, measurements/h100/softmax_issue/ (scripts/
+# softmax_issue_fit.py, lone_warp_fit: within 0.6% of N 512 ... 8192)
+LONE_WARP_CYCLES = (2.014, 721.6)
 
 
 def path(row_bytes: int) -> str:
@@ -71,6 +92,32 @@ def row_load_trips(row_bytes: int) -> int:
     return max(it % 4 for it in its) + max(blocks(it - it % 4) for it in its)
 
 
-def issued_per_element(row_bytes: int) -> float:
-    """Lane-instructions the kernel issues per score element of rows of `row_bytes`."""
-    return ISSUED_INSTRUCTIONS_PER_ELEMENT[path(row_bytes)]
+def issued_per_row(n: int, elem_bytes: int) -> float:
+    """Warp instructions the kernel issues per row of `n` elements of `elem_bytes`."""
+    row_bytes = n * elem_bytes
+    a, b, c = ISSUED_PER_ROW[path(row_bytes)]
+    return a * n + b + c * row_load_trips(row_bytes)
+
+
+def lone_row_cycles(n: int, elem_bytes: int) -> float:
+    """Clock cycles one warp takes over its row's instructions when no other warp shares its
+    SM sub-partition: each instruction waits on the ones it depends on (2.0 cycles apart on
+    average), and the row's reductions and normalisation add a chain of their own."""
+    per_instruction, per_row = LONE_WARP_CYCLES
+    return per_instruction * issued_per_row(n, elem_bytes) + per_row
+
+
+def issue_efficiency(n: int, elem_bytes: int, warps_per_subpartition: int) -> float:
+    """The share of its issue slots an SM sub-partition fills with `warps_per_subpartition`
+    warps each running this code: a lone warp is ready to issue in a fraction p of the cycles
+    (its instructions over lone_row_cycles), and with W warps independent of each other a
+    slot goes empty only when none is ready, 1 − (1 − p)^W (measurements/h100/
+    softmax_issue/: the compute-only variant at 2, 3, 4 CTAs per SM against this,
+    scripts/softmax_issue_fit.py)."""
+    p = min(1.0, issued_per_row(n, elem_bytes) / lone_row_cycles(n, elem_bytes))
+    return 1.0 - (1.0 - p) ** max(1, warps_per_subpartition)
+
+
+def issued_per_element(n: int, elem_bytes: int) -> float:
+    """Lane-instructions the kernel issues per score element of rows of `n` elements."""
+    return issued_per_row(n, elem_bytes) * WARP_LANES / n

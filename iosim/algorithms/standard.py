@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import IosimError
+from ..machine import resident_ctas_per_sm
 from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule,
                         Store, classes_by_edges, loop)
 from . import cublas_fallback as fallback
@@ -258,7 +259,9 @@ def line_misaligned(problem) -> bool:
     return (problem.seq_kv * problem.elem_bytes) % LINE_BYTES != 0
 
 
-def softmax_program(problem, gpu, b, h, i) -> tuple:
+def softmax_program(problem, gpu, b, h, i, resident: int = 1) -> tuple:
+    """resident: the kernel's CTAs per SM (machine.resident_ctas_per_sm), each a warp per SM
+    sub-partition."""
     n, eb = problem.seq_kv, problem.elem_bytes
     rows = rows_in_block(i, ROWS_PER_CTA, problem.seq_q)
     mis = line_misaligned(problem)
@@ -267,13 +270,18 @@ def softmax_program(problem, gpu, b, h, i) -> tuple:
         # its warps copy their rows in dependent round trips, and its code issues more
         # instructions than its three counted ops per element, spread over them (softmax_code:
         # the kernel's SASS and Nsight Compute)
-        issue = softmax_code.issued_per_element(n * eb) / 3
+        issue = (softmax_code.issued_per_element(n, eb) / 3
+                 / softmax_code.issue_efficiency(n, eb, resident))
+        # a warp alone on its sub-partition issues its row slower than the SM's rate: its
+        # lone time is a floor under the three ops, less the exponentials' own time alone
+        lone = max(0.0, softmax_code.lone_row_cycles(n, eb)
+                   - 2 * rows * n / gpu.exp_per_clock_per_sm) / 3
         return (Load("S", (b, h, i), rows, n, rows * n * eb, line_misaligned=mis,
                      round_trips=softmax_code.row_load_trips(n * eb)), *mask,
-                Alu("max", rows * n, issue_per_op=issue),
+                Alu("max", rows * n, issue_per_op=issue, lone_cycles=lone),
                 Exp("exp", 2 * rows * n),   # for the sum, then for P
-                Alu("sum", rows * n, issue_per_op=issue),
-                Alu("scale", rows * n, issue_per_op=issue),
+                Alu("sum", rows * n, issue_per_op=issue, lone_cycles=lone),
+                Alu("scale", rows * n, issue_per_op=issue, lone_cycles=lone),
                 Store("P", (b, h, i), rows, n, rows * n * eb,
                       partial_sectors=partial_sector_writes(i * ROWS_PER_CTA, rows, 0, n * eb,
                                                             n * eb), line_misaligned=mis))
@@ -397,12 +405,16 @@ def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True,
     td = narrow_gemm_tiling(t, bd, gpu, eb)
     rt = row_tiling()
     sm_smem = ROWS_PER_CTA * (nkv if single_pass(problem, gpu) else SOFTMAX_CHUNK) * eb
+    sm_launch = Launch((ceil_div(nq, ROWS_PER_CTA), problem.batch, problem.heads_q),
+                       rt.threads, sm_smem, 32)
+    resident = resident_ctas_per_sm(gpu, sm_launch)
     return (
         gemm("std_fwd_qk", problem, gpu, t, "S=QK^T", Operand("Q", eb),
                     Operand("K", eb, transposed=True), "S", eb, nq, nkv, d, t.block_kv,
                     b_is_kv=True, scale=True),
         q_block_kernel("std_fwd_softmax", problem, rt, sm_smem, 32,
-                       lambda b, h, i: softmax_program(problem, gpu, b, h, i), Pipeline(stages=1)),
+                       lambda b, h, i: softmax_program(problem, gpu, b, h, i, resident),
+                       Pipeline(stages=1)),
         gemm("std_fwd_pv", problem, gpu, td, "O=PV", Operand("P", eb), Operand("V", eb),
                     "O", eb, nq, d, nkv, bd, b_is_kv=True),
     )

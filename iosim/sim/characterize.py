@@ -59,7 +59,7 @@ def shape_key(items) -> tuple:
             out.append(("mma", item.m, item.n, item.k))
         elif kind == "alu":
             out.append((kind, item.count, item.phase_cycles_per_op, item.barrier_cycles,
-                        item.issue_per_op))
+                        item.issue_per_op, item.lone_cycles))
         elif kind == "exp":
             out.append((kind, item.count))
     return tuple(out)
@@ -160,12 +160,13 @@ class Characterizer:
         return self._simulate_stream((items,), k, miss, stagger_s, 1)[0]
 
     def _simulate_stream(self, segments: tuple, k: int, miss: tuple, stagger_s: float,
-                         generations: int) -> list:
+                         generations: int, last_end: bool = False) -> list:
         """k slots on one SM, slot i starting at i × stagger_s, each running `generations`
         CTAs back to back, a CTA being `segments` in order; per segment, the mean over the
         measured CTAs of (its duration, stalls). With generations > 2 the measured CTAs are
         the middle ones, which run with every neighbour slot busy (a steady stream); else
-        all of them."""
+        all of them. last_end (one generation): the duration is the last copy's end less the
+        last start, (k − 1) × stagger_s, rather than the copies' mean."""
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
@@ -186,6 +187,7 @@ class Characterizer:
         frag_s = fragment_store_issue_s_per_byte(self.gpu)
         measured = range(1, generations - 1) if generations > 2 else range(generations)
         vecs = [[0.0] * VECTOR_LEN for _ in segments]
+        ends = [0.0]
 
         def slot(i: int):
             if i and stagger_s > 0.0:
@@ -197,6 +199,7 @@ class Characterizer:
                                      epilogue=tma_epilogue_cost(gpu))
                     start_s = env.now
                     yield from run_program(ctx, items, defaultdict(int))
+                    ends[0] = max(ends[0], env.now)
                     if g in measured:
                         vec[0] += env.now - start_s
                         for s in range(4):
@@ -207,7 +210,10 @@ class Characterizer:
         env.run()
         self.simulations += 1
         n = k * len(measured)
-        return [tuple(v / n for v in vec) for vec in vecs]
+        out = [tuple(v / n for v in vec) for vec in vecs]
+        if last_end and len(out) == 1:
+            out[0] = (ends[0] - (k - 1) * stagger_s,) + out[0][1:]
+        return out
 
     def _memo_sim(self, items: tuple, k: int, miss: tuple) -> tuple:
         key = (shape_key(items), k, miss)
@@ -302,6 +308,11 @@ class Characterizer:
                                                          solo / k, STREAM_GENERATIONS)
         return list(hit)
 
+    def drains(self, program: tuple) -> bool:
+        """Whether a CTA's profiles are its SM's one-wave group's drain (_plain): a kernel of
+        one wave, a program of plain ops only."""
+        return self.first_wave_share >= 1.0 and not any(isinstance(i, Loop) for i in program)
+
     def _plain(self, items: tuple, k: int, miss: tuple, burst_span_s: float) -> tuple:
         """A run of plain ops runs once per CTA, so its k co-resident copies are not assumed
         to start together: they are staggered evenly over one solo duration (CTAs of a
@@ -309,6 +320,17 @@ class Characterizer:
         FIFO loads spread the CTAs' data over the span)."""
         if k == 1:
             return self._memo_sim(items, 1, miss)
+        if self.first_wave_share >= 1.0:
+            # the whole kernel is its first wave: each slot runs one CTA, dispatched together
+            # and spread only by the burst, and the kernel ends with its SM's last CTA, not
+            # its mean one (the copies share the SM's units in arrival order)
+            stagger = burst_span_s / k
+            key = (shape_key(items), k, miss, stagger, "last")
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = self.memo[key] = self._simulate_stream((items,), k, miss, stagger, 1,
+                                                             last_end=True)[0]
+            return hit
         solo = self._memo_sim(items, 1, miss)[0]
         stagger = max(solo, burst_span_s) / k
         key = (shape_key(items), k, miss, stagger)

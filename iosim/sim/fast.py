@@ -174,7 +174,8 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
                     for k in range(1, info.occ + 1))
             costs.append(ClassCosts(prof, tuple(ab[0]), tuple(ab[1]), tuple(ab[2]),
                                     bool(p) and p[0].kind != "loop",
-                                    *((tuple(ab[3]), ab[4]) if fill is not None else ())))
+                                    *((tuple(ab[3]), ab[4]) if fill is not None else ()),
+                                    drains=characterizer.drains(p)))
     return costs
 
 

@@ -66,6 +66,9 @@ class ClassCosts:
     burst_first: bool    # the first segment is plain ops (a dispatched group issues it at once)
     dram_bytes_fill: tuple = ()   # expected DRAM bytes while the kernel's stores fill the L2
     stored_bytes: tuple = ()      # bytes stored (with dram_bytes_fill: the kernel has a fill)
+    # the profiles are a one-wave group's drain (characterize: a kernel of one wave whose CTAs
+    # have no loop; its SM ends with its last CTA): a neighbour's end does not shorten them
+    drains: bool = False
 
     def merged(self) -> "ClassCosts":
         """The class as one segment: a CTA dispatched alone runs its segments merged (fewer
@@ -74,7 +77,8 @@ class ClassCosts:
             else ()
         return ClassCosts(tuple((tuple(sum(v[i] for v in segs) for i in range(5)),)
                                 for segs in self.profiles),
-                          (sum(self.l2_bytes),), (sum(self.dram_bytes),), (0.0,), False, *fill)
+                          (sum(self.l2_bytes),), (sum(self.dram_bytes),), (0.0,), False, *fill,
+                          drains=self.drains)
 
     def segment_fractions(self) -> list:
         """Segment ends as fractions of the merged duration (residency 1)."""
@@ -239,6 +243,9 @@ class FluidKernel:
             demand[0] -= b_l2 / duration
             demand[1] -= b_dram / duration
         k = len(self.residents[st.sm])
+        if c.drains and st.k > k:
+            # its profile is its SM's group's drain already (ClassCosts.drains)
+            k = st.k
         st.k = k
         extra_s = st.extra_s
         d = c.profiles[k - 1][seg][0] + (extra_s if seg == 0 and extra_s > 0 else 0.0)

@@ -195,6 +195,9 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
             now = env.now
             start, finish = server.reserve(now, _work(op, ctx.mma) * share)
+            if kind == "alu" and op.lone_cycles and ctx.cycle_s:
+                # its warps issue no faster than alone on their sub-partitions (Alu.lone_cycles)
+                finish = max(finish, now + op.lone_cycles * share * ctx.cycle_s)
             if stream is not None and kind == "mma":
                 # one warpgroup's wgmma group: its latency and its work (machine.MmaCost.stream_work)
                 finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op, share))[1])
