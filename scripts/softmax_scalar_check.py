@@ -55,7 +55,14 @@ def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
     if want * (launch.smem_bytes_per_cta + 1024) <= smem_sm and want < 16:
         pad = smem_sm // want - 1024 - 64           # as the probe asked for
         launch = dataclasses.replace(launch, smem_bytes_per_cta=max(launch.smem_bytes_per_cta, pad))
-    k = dataclasses.replace(k, launch=launch)
+    from iosim.algorithms.standard import softmax_program
+    from iosim.machine import grid_index, resident_ctas_per_sm
+    resident = resident_ctas_per_sm(g, launch)    # the issue efficiency of the probe's occupancy
+
+    def program(cta: int) -> tuple:
+        i, b, h = grid_index(cta, launch.grid)
+        return softmax_program(p, g, b, h, i, resident)
+    k = dataclasses.replace(k, launch=launch, program=program)
     if load_only:
         whole = k.program
         k = dataclasses.replace(k, program=lambda cta: whole(cta)[:1])

@@ -268,8 +268,9 @@ class Characterizer:
 
     def _lockstep(self, program: tuple, k: int, miss: tuple, burst_span_s: float) -> list:
         """Each segment on its own, the k copies of a loop started together."""
+        drains = self.drains(program)
         return [self._loop(seg[0], k, miss) if len(seg) == 1 and isinstance(seg[0], Loop)
-                else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0)
+                else self._plain(seg, k, miss, burst_span_s if i == 0 else 0.0, drains)
                 for i, seg in enumerate(split_segments(program))]
 
     def _short(self, program: tuple) -> bool:
@@ -313,14 +314,16 @@ class Characterizer:
         one wave, a program of plain ops only."""
         return self.first_wave_share >= 1.0 and not any(isinstance(i, Loop) for i in program)
 
-    def _plain(self, items: tuple, k: int, miss: tuple, burst_span_s: float) -> tuple:
+    def _plain(self, items: tuple, k: int, miss: tuple, burst_span_s: float,
+               drains: bool = False) -> tuple:
         """A run of plain ops runs once per CTA, so its k co-resident copies are not assumed
         to start together: they are staggered evenly over one solo duration (CTAs of a
         steady stream) or over the burst span, whichever is longer (a first wave whose
-        FIFO loads spread the CTAs' data over the span)."""
+        FIFO loads spread the CTAs' data over the span). drains (a kernel of one wave of
+        loop-free CTAs, `drains`): the copies' group drain instead."""
         if k == 1:
             return self._memo_sim(items, 1, miss)
-        if self.first_wave_share >= 1.0:
+        if drains:
             # the whole kernel is its first wave: each slot runs one CTA, dispatched together
             # and spread only by the burst, and the kernel ends with its SM's last CTA, not
             # its mean one (the copies share the SM's units in arrival order)
