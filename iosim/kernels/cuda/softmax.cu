@@ -45,6 +45,9 @@ extern "C" __global__ void std_softmax(const u16* __restrict__ S, u16* __restric
     extern __shared__ __align__(16) unsigned char smem[];
     TraceRec tr;
     tr.init(trace, trace_cap);
+#ifdef IOSIM_SM_STAMP_START
+    tr.op(EV_EXP, 99);   // measurement only (scripts/experiments/softmax_phases.py): the CTA's start
+#endif
     const int i = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r0 = i * ROWS, rows = min(ROWS, Nq - r0);
