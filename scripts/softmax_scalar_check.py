@@ -7,6 +7,7 @@ second launch's time and its launch overhead against the kernel's CUDA-event tim
 and the load alone (variant 2) against the program's Load alone.
 
     python scripts/softmax_scalar_check.py [--mode fast|exact] [--without-mechanisms] [--copy]
+                                           [--probe h100]
 
 --without-mechanisms: the schedule as it was before softmax_code (one round trip, one
 instruction per counted op), for the "before" column of the probe's README.
@@ -46,7 +47,8 @@ def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
     its variant 1 (the same loads and stores, no arithmetic: the program's Load and Store)."""
     from iosim.hardware import load_gpu
     g = load_gpu(gpu)
-    p = AttentionProblem(batch=1, heads_q=16, seq_q=row["n"], head_dim=128, dtype="fp16")
+    p = AttentionProblem(batch=row.get("batch", 1), heads_q=row.get("heads", 16), seq_q=row["n"],
+                         head_dim=128, dtype="fp16")
     sched = build_schedule(p, g, "standard")
     (k,) = [k for k in sched.kernels if k.name == "std_fwd_softmax"]
     smem_sm = g.shared_memory_per_sm_bytes
@@ -75,11 +77,30 @@ def simulate_row(row: dict, gpu: str = "h200-calibrated", mode: str = "fast",
     return r.kernels[1].time_s + at.launch_overhead_s
 
 
+H100_PROBE = Path(__file__).resolve().parents[1] / "measurements/h100/softmax_issue/softmax_issue.json"
+
+
+def h100_probe_rows() -> list[dict]:
+    """The H100 probe's points (measurements/h100/softmax_issue/): the kernel (variant 0) and
+    its copy alone (variant 1) at 1-4 CTAs per SM and its own occupancy, as probe_rows."""
+    import json
+    rows = {}
+    for r in json.loads(H100_PROBE.read_text())["rows"]:
+        if r["variant"] in (0, 1):
+            key = (r["seq"], r["ctas_per_sm"], r["padded"])
+            row = rows.setdefault(key, {"n": r["seq"], "mod8": r["seq"] % 8, "batch": r["batch"],
+                                        "heads": r["heads"], "ctas_per_sm": r["ctas_per_sm"]})
+            row["kernel_s" if r["variant"] == 0 else "copy_s"] = r["ms"] * 1e-3
+    return [r for r in rows.values() if "kernel_s" in r and "copy_s" in r]
+
+
 def without_mechanisms() -> None:
     """Switch softmax_code's two figures off (one round trip, one instruction per op)."""
     from iosim.algorithms import softmax_code
     softmax_code.row_load_trips = lambda row_bytes: 1
     softmax_code.issued_per_element = lambda n, elem_bytes: 3.0
+    softmax_code.issue_efficiency = lambda n, elem_bytes, warps: 1.0
+    softmax_code.lone_row_cycles = lambda n, elem_bytes: 0.0
 
 
 def main(argv=None):
@@ -90,17 +111,24 @@ def main(argv=None):
     ap.add_argument("--copy", action="store_true",
                     help="the copy-only variant (loads and stores, no arithmetic) in place of "
                          "the load alone")
+    ap.add_argument("--probe", choices=("h200", "h100"), default="h200",
+                    help="h100: the H100 probe of measurements/h100/softmax_issue/ (its rows' "
+                         "B and H, 1-4 CTAs per SM and the kernel's own; the copy as second "
+                         "column) on the h100 config")
     a = ap.parse_args(argv)
+    if a.probe == "h100":
+        a.copy = True
     if a.without_mechanisms:
         without_mechanisms()
     second = ("copy_s", "copy only") if a.copy else ("load_s", "load only")
     print(f"{'N':>5} {'mod8':>4} {'CTAs/SM':>7} | kernel: {'measured us':>11} {'model us':>9} "
           f"{'err':>7} | {second[1]}: {'measured us':>11} {'model us':>9} {'err':>7}")
     errs = {"kernel_s": [], second[0]: []}
-    for row in probe_rows():
+    gpu = "h100" if a.probe == "h100" else "h200-calibrated"
+    for row in h100_probe_rows() if a.probe == "h100" else probe_rows():
         cells = []
         for key, part in (("kernel_s", None), second):
-            t = simulate_row(row, mode=a.mode, load_only=part == "load only",
+            t = simulate_row(row, gpu, mode=a.mode, load_only=part == "load only",
                              copy_only=part == "copy only")
             err = t / row[key] - 1
             errs[key].append(abs(err))
