@@ -136,3 +136,21 @@ def test_issue_efficiency_follows_independent_ready_warps_at_every_measured_occu
         assert model == pytest.approx(measured, rel=0.08), (n, w)
     # and a lone warp is far below the sub-partition's rate
     assert sc.issue_efficiency(8192, 2, 1) < 0.5
+
+
+def test_an_alu_op_takes_at_least_its_lone_cycles_and_no_server_time_beyond_its_work():
+    # the floor (Alu.lone_cycles) holds the CTA, not the SM's ALU server
+    import simpy
+    from iosim.machine import SmRates
+    from iosim.schedule import Alu, Pipeline
+    from iosim.sim import pipeline as pl
+    from iosim.sim.compute import SmUnits
+    gpu = load_gpu("h200-calibrated")
+    env = simpy.Environment()
+    units = SmUnits(SmRates.of(gpu, "fp16"))
+    ctx = pl.CtaContext(env, units, None, Pipeline(), cycle_s=1e-9)
+    env.process(pl.run_program(ctx, (Alu("max", 128, lone_cycles=1000.0),), {}))
+    env.run()
+    assert env.now == pytest.approx(1000e-9)
+    assert units.alu.free_s == pytest.approx(128 / units.alu.rate)
+    assert units.alu.free_s < 0.01 * env.now
