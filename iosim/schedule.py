@@ -158,9 +158,11 @@ class Alu:
     barrier_cycles: where the phase ends at a __syncthreads before a GEMM and the CTA's wait
     there is measured, its clock cycles (once per op, whatever its count), in series after the
     phase (machine.MmaCost.barrier_s); 0: the barrier costs nothing beyond the ordering.
-    issue_per_op: where the kernel's issued instructions are measured, the lane-instructions
-    its code issues per counted op (loads, stores, conversions, address and loop arithmetic
-    around the op's arithmetic): the op takes count × issue_per_op on the SM's ALU server,
+    issue_per_op: where the kernel's issued instructions are measured, the issue slots its
+    code takes per counted op: the lane-instructions it issues (loads, stores, conversions,
+    address and loop arithmetic around the op's arithmetic) over the issue efficiency of its
+    occupancy (algorithms/softmax_code.issue_efficiency; slots its sub-partitions leave
+    empty): the op takes count × issue_per_op on the SM's ALU server,
     whose rate is its issue rate (Totals.alu_issue); `count` stays the algorithm's ops, and
     so does the MMA-stream hold (MmaCost.elementwise_hold: only a kernel without MMAs, the
     standard softmax, has a measured figure). 1: one instruction per op.
@@ -179,7 +181,7 @@ class Alu:
 
     @property
     def issued(self) -> int:
-        """Lane-instructions issued for the op (count × issue_per_op, to the nearest one, so
+        """Issue slots of the op, in lane-instructions (count × issue_per_op, to the nearest one, so
         that totals add up exactly in any order)."""
         return self.count if self.issue_per_op == 1.0 else round(self.count * self.issue_per_op)
 
@@ -265,7 +267,7 @@ class Totals:
     mma_ops: int = 0
     exp: int = 0
     alu: int = 0
-    alu_issue: int = 0         # the Alu ops' issued lane-instructions (Alu.issued)
+    alu_issue: int = 0         # the Alu ops' issue slots, in lane-instructions (Alu.issued)
     barriers: int = 0
 
     def add(self, other: "Totals", times: int = 1) -> None:

@@ -14,6 +14,7 @@ Prints the figures softmax_code.ISSUED_PER_ROW holds and each launch's residual.
 from __future__ import annotations
 
 import csv
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,14 +23,20 @@ import numpy as np
 from iosim.algorithms import softmax_code as sc
 
 PROBE = Path(__file__).resolve().parents[1] / "measurements/h100/softmax_issue"
-SEQS = (512, 1024, 2048, 4096, 8192, 1001, 3001, 6001)   # softmax_issue_h200.py's order
+sys.path.insert(0, str(Path(__file__).resolve().parent / "experiments"))
+from softmax_issue_h200 import SEQS, shape as _shape  # noqa: E402  the probe's own shapes
 
 
-def _shape(seq: int) -> tuple:
-    """(batch, heads) of the probe's launches at `seq` (softmax_issue_h200.shape)."""
-    bh = max(1, round(2 ** 28 / seq ** 2))
-    heads = min(16, bh)
-    return max(1, bh // heads), heads
+def _ncu_order() -> list:
+    """(N, variant) of softmax_issue_ncu.csv's launches, in order (the probe's --ncu run)."""
+    return [(s, v) for s in SEQS for v in ((0, 4) if (2 * s) % 16 == 0 else (0,))]
+
+
+def _probe_gpu():
+    """The H100 config: the probe's GPU, whose launch overhead and CTA turnover come off the
+    probe's CUDA-event times."""
+    from iosim.hardware import load_gpu
+    return load_gpu("h100")
 
 
 def _launches(name: str) -> list:
@@ -43,8 +50,7 @@ def _launches(name: str) -> list:
 def counts() -> list:
     """(N, path, warp instructions per row) of every launch of the kernel itself (variant 0)."""
     out = []
-    order = [(s, v) for s in SEQS for v in ((0, 4) if (2 * s) % 16 == 0 else (0,))]
-    for (seq, variant), m in zip(order, _launches("softmax_issue_ncu.csv")):
+    for (seq, variant), m in zip(_ncu_order(), _launches("softmax_issue_ncu.csv")):
         if variant == 0:
             b, h = _shape(seq)
             out.append((seq, m["smsp__inst_executed.sum"] / (b * h * seq)))
@@ -83,15 +89,17 @@ def main() -> None:
         print(f"  N {n:5d}  W {k:2d}  measured {e:.3f}  model {model:.3f}  {model / e - 1:+.1%}")
 
 
-def lone_warp_points(turnover_cycles: float = 420.0, launch_s: float = 4.68e-6) -> list:
+def lone_warp_points() -> list:
     """(N, warp instructions per row, clock cycles per row) of the compute-only variant (4) at
     one CTA per SM: one warp on each SM sub-partition, each its own row after another. Its
     CUDA-event time less one launch (GpuSpec.launch_overhead_s) at the clock Nsight Compute
     read for the same variant, over the rows a sub-partition runs (the CTAs an SM runs), less
-    the CTA turnover between them (GpuSpec.cta_turnover_cycles)."""
+    the CTA turnover between them (GpuSpec.cta_turnover_cycles; both the h100 config's)."""
     import json
     probe = json.loads((PROBE / "softmax_issue.json").read_text())
-    order = [(s, v) for s in SEQS for v in ((0, 4) if (2 * s) % 16 == 0 else (0,))]
+    order = _ncu_order()
+    gpu = _probe_gpu()
+    turnover_cycles, launch_s = gpu.cta_turnover_cycles, gpu.launch_overhead_s
     clock = {s: m["sm__cycles_elapsed.avg.per_second"]
              for (s, v), m in zip(order, _launches("softmax_issue_ncu.csv")) if v == 4}
     issued = {s: m["smsp__inst_executed.sum"] / (b * h * s)
@@ -117,14 +125,16 @@ def lone_warp_fit() -> tuple:
     return tuple(float(v) for v in x)
 
 
-def efficiency_points(turnover_cycles: float = 420.0, launch_s: float = 4.68e-6) -> list:
+def efficiency_points() -> list:
     """(N, warps per sub-partition, measured issue efficiency, softmax_code.issue_efficiency)
     of the compute-only variant at 2, 3 and 4 CTAs per SM and its own occupancy: the
     instructions a sub-partition issued over its cycles (CUDA-event time less one launch, at
     the clock Nsight Compute read for the variant, less the CTA turnover per slot)."""
     import json
     probe = json.loads((PROBE / "softmax_issue.json").read_text())
-    order = [(s, v) for s in SEQS for v in ((0, 4) if (2 * s) % 16 == 0 else (0,))]
+    order = _ncu_order()
+    gpu = _probe_gpu()
+    turnover_cycles, launch_s = gpu.cta_turnover_cycles, gpu.launch_overhead_s
     ncu = {s: m for (s, v), m in zip(order, _launches("softmax_issue_ncu.csv")) if v == 4}
     out = []
     for r in probe["rows"]:

@@ -31,7 +31,7 @@ Both were read off the H200 (measurements/h200/softmax_scalar/, README there):
   clock). The kernel issued in 65% / 76% of its cycles at N 4008 / 4001, so issue, not only
   DRAM, bounds it.
 - One warp alone issues far below its sub-partition's rate: the compute-only variant at one
-  CTA per SM (a warp per sub-partition) takes 2.0 cycles per instruction and 722 per row
+  CTA per SM (a warp per sub-partition) takes 2.0 cycles per instruction and 721 per row
   (`LONE_WARP_CYCLES`, `lone_row_cycles`; measurements/h100/softmax_issue/), 2.2-2.9x its
   issue time; three CTAs per SM reach 0.79 of the issue rate, the kernel's own occupancy at
   N <= 4096 0.89-0.93, as warps ready independently with the lone warp's share of cycles
@@ -52,8 +52,8 @@ WARP_LANES = 32
 ISSUED_PER_ROW = {"vector": (0.6632, 151.5, 37.37), "scalar": (0.6725, 263.3, 82.17)}
 # one warp issuing its row alone (the compute-only variant at one CTA per SM): clock cycles
 # per warp instruction and per row, measurements/h100/softmax_issue/ (scripts/
-# softmax_issue_fit.py, lone_warp_fit: within 0.6% of N 512 ... 8192)
-LONE_WARP_CYCLES = (2.014, 721.6)
+# softmax_issue_fit.py, lone_warp_fit: within 0.5% of N 512 ... 8192)
+LONE_WARP_CYCLES = (2.018, 720.9)
 
 
 def path(row_bytes: int) -> str:
