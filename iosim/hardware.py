@@ -192,6 +192,27 @@ class PowerCappedClock(_Spec):
 
 
 @_spec
+class TripLatencyCurve(_Spec):
+    """The latency of one dependent 2-KB warp trip to DRAM (a warp's 4 x 16 B per lane, the
+    next trip's address in the last one's data) against the DRAM's utilization by other
+    traffic: [utilization, seconds] points, utilization being the stream's rate over the
+    saturated rate of the same mix, from 0 (unloaded) up (machine.loaded_trip_latency_s)."""
+
+    read_only: tuple[tuple[float, float], ...] = _figure()
+    read_write_1to1: tuple[tuple[float, float], ...] = _figure()
+
+    def _problem(self) -> str | None:
+        for name in ("read_only", "read_write_1to1"):
+            pts = getattr(self, name)
+            us = [u for u, _ in pts]
+            if not pts or us[0] != 0.0 or us != sorted(set(us)) or us[-1] > 1.0:
+                return f"dram_trip_latency.{name}: utilizations must rise from 0 to at most 1"
+            if any(s <= 0 for _, s in pts):
+                return f"dram_trip_latency.{name}: latencies must be positive"
+        return None
+
+
+@_spec
 class Features(_Spec):
     async_copy: bool = _figure()
     tma: bool = _figure()
@@ -243,6 +264,9 @@ class GpuSpec(_Spec):
     dram_mixed_1r3w_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     dram_write_bandwidth_bytes_per_s: Optional[float] = _figure(None, gt=0)
     dram_latency_s: float = _figure(gt=0)
+    # a dependent 2-KB warp trip's latency by the DRAM's utilization (Load.round_trips;
+    # machine.loaded_trip_latency_s); None: every trip takes dram_latency_s
+    dram_trip_latency: Optional[TripLatencyCurve] = _figure(None)
     # datasheet peak (dense): what the vendor quotes; shown by `iosim gpus`, never predicted with
     # when an achievable rate is given
     tensor_flops_per_s: TensorRates = _figure()
@@ -455,7 +479,9 @@ def _rules(cls) -> dict:
     rules = _RULES.get(cls)
     if rules is None:
         kinds = {"int": int, "float": float, "bool": bool, "str": str, "dict[str, str]": dict,
-                 **{c.__name__: c for c in (TensorRates, PowerCappedClock, Features)}}
+                 "tuple[tuple[float, float], ...]": tuple,
+                 **{c.__name__: c for c in (TensorRates, PowerCappedClock, TripLatencyCurve,
+                                            Features)}}
         rules = {}
         for f in dataclasses.fields(cls):
             t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
@@ -476,6 +502,12 @@ def _value(name: str, rule: tuple, v, plausible: bool):
         return None if optional else _BAD
     if issubclass(kind, _Spec):
         return _checked(kind, v, plausible) or _BAD
+    if kind is tuple:      # [x, y] pairs of finite numbers
+        if type(v) not in (list, tuple) or not all(
+                type(p) in (list, tuple) and len(p) == 2
+                and all(type(x) in (int, float) and math.isfinite(x) for x in p) for p in v):
+            return _BAD
+        return tuple((float(x), float(y)) for x, y in v)
     t = type(v)
     if kind is float:
         if t is not float and t is not int or not math.isfinite(v):

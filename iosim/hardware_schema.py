@@ -59,7 +59,8 @@ class _Gpu(BaseModel):
         return self
 
 
-_BASES = {hw.TensorRates: _Rates, hw.PowerCappedClock: _Plain, hw.Features: _Plain,
+_BASES = {hw.TensorRates: _Rates, hw.PowerCappedClock: _Plain, hw.TripLatencyCurve: _Plain,
+          hw.Features: _Plain,
           hw.GpuSpec: _Gpu}
 _MODELS: dict = {}
 

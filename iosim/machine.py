@@ -127,6 +127,36 @@ def dram_busy_s(gpu, read_bytes: float, write_bytes: float) -> float:
     return total * dram_byte_cost(gpu, read_bytes / total) / dram_read_rate(gpu)
 
 
+def _interpolate(points, x: float) -> float:
+    """Piecewise-linear y(x) through (x, y) points rising in x, held flat past the ends."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def loaded_trip_latency_s(gpu, utilization: float, read_share: float) -> float:
+    """Seconds one dependent 2-KB warp trip to DRAM takes (Load.round_trips) while the DRAM is
+    `utilization` busy (its busy time over the elapsed time, 0..1) with bytes `read_share`
+    reads: the measured curves (GpuSpec.dram_trip_latency) at that utilization, read-only at
+    share 1, 1:1 at 0.5 and below, linear in the share between; dram_latency_s where the
+    config has none. H100, one device call (measurements/h100/dram_loaded_latency/,
+    scripts/experiments/dram_loaded_latency.py): a warp's dependent 2-KB trips beside a
+    background stream on the other SMs take 417 ns unloaded, 445 / 529 / 891 / 1197 ns at
+    0.46 / 0.78 / 0.97 / 1.0 of the read-only stream's rate, 598 / 757 / 1001 / 1878 ns at
+    0.48 / 0.76 / 0.87 / 1.0 of the 1:1 stream's (scripts/dram_trip_latency_curve.py)."""
+    curve = getattr(gpu, "dram_trip_latency", None)
+    if curve is None:
+        return gpu.dram_latency_s
+    u = min(1.0, max(0.0, utilization))
+    read = _interpolate(curve.read_only, u)
+    mixed = _interpolate(curve.read_write_1to1, u)
+    w = min(1.0, max(0.0, (read_share - 0.5) / 0.5))
+    return w * read + (1.0 - w) * mixed
+
+
 def dram_access_penalty_s(gpu, totals, read_bytes: float, write_bytes: float) -> float:
     """Seconds of DRAM time beyond the bytes' own (dram_busy_s) that a kernel's awkward
     accesses take: its partial-sector writes (Totals.partial_sector_writes ×

@@ -79,6 +79,9 @@ def test_config_figures_are_yaml_numbers_not_strings(stem):
     for block in ("tensor_flops_per_s_achievable", "power_capped_clock"):
         figures.update({f"{block}.{k}": v for k, v in (raw.pop(block, None) or {}).items()})
         figures.pop(block, None)
+    for name, points in (figures.pop("dram_trip_latency", None) or {}).items():
+        figures.update({f"dram_trip_latency.{name}.{i}.{j}": x
+                        for i, p in enumerate(points) for j, x in enumerate(p)})
     assert [k for k, v in figures.items() if not (v is None or isinstance(v, (int, float)))] == []
 
 

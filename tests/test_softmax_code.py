@@ -77,16 +77,16 @@ def test_round_trips_by_hand(n, trips):
     assert sc.row_load_trips(2 * n) == trips
 
 
-def test_lone_cta_loads_take_the_configured_dram_latency_per_trip():
-    from softmax_scalar_check import probe_rows
+def test_lone_cta_loads_take_the_configured_trip_latency():
+    # one CTA per SM: each trip at the config's loaded-trip curve at the launch's own DRAM
+    # utilization (the curve's H200 scale is these trips' median: dram_trip_latency_curve.py)
+    from dram_trip_latency_curve import h200_lone_trips
+    from iosim.machine import loaded_trip_latency_s
     gpu = load_gpu("h200-calibrated")
-    turnover_s = gpu.cta_turnover_cycles / gpu.sm_clock_counted_max_hz
-    lone = [r for r in probe_rows() if r["ctas_per_sm"] == 1]
+    lone = h200_lone_trips()
     assert len(lone) == 4
-    for r in lone:
-        rows_per_warp = 16 * r["n"] / (gpu.sm_count * 4)
-        trip_s = (r["load_s"] / rows_per_warp - turnover_s) / sc.row_load_trips(2 * r["n"])
-        assert trip_s == pytest.approx(gpu.dram_latency_s, rel=0.1), r
+    for u, trip_s in lone:
+        assert trip_s == pytest.approx(loaded_trip_latency_s(gpu, u, 1.0), rel=0.07), u
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])

@@ -192,7 +192,17 @@ def calibrate(base, from_json, clocks_json, dram_stream_json, output, force):
         f" --dram-stream {p}" for p in dram_stream_json)
     header = (f"# Calibrated from {base_path.name} by `iosim calibrate --from-json {from_json}{extra}`;"
               f" do not edit measured figures by hand.\n") if from_json else ""
-    _write(out, header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), force)
+    _write(out, header + yaml.safe_dump(_yaml_plain(cfg), sort_keys=False, allow_unicode=True),
+           force)
+
+
+def _yaml_plain(v):
+    """v with tuples as lists (a spec's point lists), which YAML's safe dumper writes."""
+    if isinstance(v, dict):
+        return {k: _yaml_plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_yaml_plain(x) for x in v]
+    return v
 
 
 def _write(path: Path, text: str, force: bool):

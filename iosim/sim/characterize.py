@@ -22,11 +22,12 @@ from collections import defaultdict
 import simpy
 
 from ..machine import (copy_issue_s_per_byte, store_issue_s_per_byte, cta_turnover_s, dram_read_rate,
+                       dram_write_cost_at,
                        reduce_l2_costs, fragment_store_issue_s_per_byte, fragment_store_l2_cost,
                        line_misaligned_dram_factor, tma_epilogue_cost, tma_epilogue_s)
 from ..schedule import Loop
 from .compute import SmUnits
-from .memory import ExpectedMemory, Server
+from .memory import ExpectedMemory, Server, trip_latency_of
 from .pipeline import CtaContext, run_program
 from .wave_queue import WaitPoints, WaveQueue
 
@@ -140,12 +141,19 @@ class Characterizer:
     """Profiles of program segments on one SM, for one kernel's pipeline."""
 
     def __init__(self, gpu, rates, pipeline, mma=None, programs=None,
-                 first_wave_share: float = 0.0):
+                 first_wave_share: float = 0.0, active_sms: float | None = None):
         """programs: the kernel's CTA-class programs, where known; when every one is short
         (`_short`) the kernel's co-resident CTAs are profiled as a stream (`_stream`).
         first_wave_share: the fraction of the kernel's CTAs in its first wave (dispatched
-        together, so in lockstep on their SMs)."""
+        together, so in lockstep on their SMs). active_sms: the SMs the kernel occupies
+        (default all): the chip's DRAM utilization a dependent trip sees is theirs
+        (ExpectedMemory.trip_latency_s)."""
         self.gpu, self.rates, self.pipe, self.mma = gpu, rates, pipeline, mma
+        self.active_sms = gpu.sm_count if active_sms is None else active_sms
+        self.trip_latency = trip_latency_of(gpu)
+        # the kernel's DRAM bytes that are reads (fast.py sets it from the L2 replay before
+        # the timed dispatch; until then no load misses, and a trip's latency is the L2's)
+        self.dram_read_share = 1.0
         self.t1 = max(8, 2 * max(1, pipeline.stages) + 4)
         self.t2 = self.t1 + 8
         self.streams = programs is None or all(self._short(p) for p in programs)
@@ -175,11 +183,14 @@ class Characterizer:
         points = dict(queue.points) if isinstance(queue, WaitPoints) else None
         position = (0.0 if fifo is not None else
                     queue.queue_position if points is not None else queue)
+        share = max(self.dram_read_share, 1e-9)
         mem = (ExpectedMemory if points is None else _WaitPointMemory)(
             Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items), position,
             reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu),
-            line_misaligned_dram_factor(gpu))
+            line_misaligned_dram_factor(gpu), self.trip_latency,
+            self.active_sms * (1.0 + (1.0 - share) / share * dram_write_cost_at(gpu, share)),
+            share)
         if points is not None:
             mem.use_points(points)
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)

@@ -73,6 +73,7 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
         if ki and l2_protocol == "ncu":       # profiler: write back + invalidate, unmeasured
             mem.invalidate()
         mem.kernel_counters = MemoryCounters()
+        mem.begin_kernel(env.now)
         start_s = env.now
         launch_more()
         if n:

@@ -687,7 +687,8 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
     infos = [KernelInfo.of(k, gpu, schedule.problem.dtype) for k in schedule.kernels]
     characterizers = [Characterizer(gpu, rates, k.pipeline,
                                     kernel_mma_cost(gpu, schedule.problem, k), info.programs,
-                                    gpu.sm_count * info.occ / max(1, k.num_ctas))
+                                    gpu.sm_count * info.occ / max(1, k.num_ctas),
+                                    min(gpu.sm_count, k.num_ctas / max(1, info.occ)))
                       for k, info in zip(schedule.kernels, infos)]
     n_k = len(schedule.kernels)
     capacity = gpu.l2_capacity_bytes * l2_effective_fraction
@@ -723,6 +724,9 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
     mems, flush_bytes = counted.memory, counted.flush_bytes
 
     # pass 2: the same dispatch with the L2's miss ratios and DRAM bytes
+    read_shares = _read_shares(timed)
+    for c, share in zip(characterizers, read_shares):
+        c.dram_read_share = 1.0 if share is None else share
     l2_queue, cohorts = ((_wave_queues(schedule, gpu, rates, infos, characterizers, capacity),
                           None) if l2_queue_from_wave else
                          _with_wait_points(schedule, gpu, rates, infos, characterizers,
@@ -732,7 +736,7 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
                                        cold_start=time_protocol == "ncu",
                                        tail_miss=timed.tail_miss, l2_queue=l2_queue,
                                        store_fill=timed.store_fill, reuse=reuse,
-                                       dram_read_shares=_read_shares(timed),
+                                       dram_read_shares=read_shares,
                                        cohorts_of=cohorts)
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
                              {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,

@@ -237,8 +237,8 @@ class L1Front:
                 return now_s + self.latency_s
         return self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned, multicast)
 
-    def trip_latency_s(self, key, tensor: str) -> float:
-        return self.mem.trip_latency_s(key, tensor)
+    def trip_latency_s(self, key, tensor: str, now_s: float) -> float:
+        return self.mem.trip_latency_s(key, tensor, now_s)
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,

@@ -110,6 +110,15 @@ def dram_server(gpu) -> Server:
                            gpu.dram_latency_s)
 
 
+def trip_latency_of(gpu):
+    """(utilization, read share) -> a dependent DRAM trip's latency on `gpu`
+    (machine.loaded_trip_latency_s), or None where its config has no measured curve."""
+    if getattr(gpu, "dram_trip_latency", None) is None:
+        return None
+    from ..machine import loaded_trip_latency_s
+    return lambda u, share: loaded_trip_latency_s(gpu, u, share)
+
+
 def l2_dirty_capacity_bytes(gpu) -> float:
     """The dirty bytes `gpu`'s L2 holds at once (L2_DIRTY_FRACTION of its capacity)."""
     return gpu.l2_capacity_bytes * L2_DIRTY_FRACTION
@@ -126,7 +135,7 @@ def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
                        dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
                        reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu),
                        partial_sector_write_cost_bytes(gpu), line_misaligned_dram_factor(gpu),
-                       dram_write_queue_s(gpu))
+                       dram_write_queue_s(gpu), trip_latency_of(gpu))
 
 
 class TileLru:
@@ -228,8 +237,12 @@ class ExactMemory:
                  l2_latency_s: float, dram_latency_s: float, reduce_cost: dict | None = None,
                  dram_write_cost: float = 1.0, fragment_store_cost: float = 1.0,
                  partial_sector_cost: float = 0.0, misaligned_factor: float = 1.0,
-                 write_queue_s: float | None = None):
+                 write_queue_s: float | None = None, trip_latency=None):
         self.l2, self.l2_server, self.dram_server = l2, l2_server, dram_server
+        # (utilization, read share) -> a dependent DRAM trip's latency
+        # (machine.loaded_trip_latency_s); None: dram_latency_s
+        self.trip_latency = trip_latency
+        self.kernel_start_s = self.kernel_start_busy_s = 0.0
         # machine.partial_sector_write_cost_bytes: DRAM time per Store.partial_sectors write
         self.partial_sector_cost = partial_sector_cost
         # machine.line_misaligned_dram_factor: DRAM time of a byte of a misaligned row stream
@@ -279,11 +292,35 @@ class ExactMemory:
                 line_ready_s = held_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def trip_latency_s(self, key, tensor: str) -> float:
+    def begin_kernel(self, now_s: float) -> None:
+        """A kernel starts: its DRAM utilization (dram_utilization) counts from now (the
+        work served by now: given less still queued)."""
+        srv = self.dram_server
+        self.kernel_start_s = now_s
+        self.kernel_start_busy_s = srv.busy_s - max(0.0, srv.free_s - now_s)
+
+    def dram_utilization(self, now_s: float) -> tuple[float, float]:
+        """(busy fraction, read share) of the DRAM since the kernel began: the work it has
+        served (reserved less what is still queued) over the elapsed time, and the kernel's
+        DRAM bytes that were reads (1 before any)."""
+        elapsed_s = now_s - self.kernel_start_s
+        srv = self.dram_server
+        served_s = srv.busy_s - self.kernel_start_busy_s - max(0.0, srv.free_s - now_s)
+        k = self.kernel_counters
+        moved = k.dram_read_bytes + k.dram_write_bytes
+        return (served_s / elapsed_s if elapsed_s > 0.0 else 0.0,
+                k.dram_read_bytes / moved if moved else 1.0)
+
+    def trip_latency_s(self, key, tensor: str, now_s: float) -> float:
         """The latency of one round trip of a load of this tile issued now (Load.round_trips):
-        the L2's if the tile is in it, the DRAM's if not (dram_latency_s is a pointer chase's
-        load-to-use time, the L2's traversal included)."""
-        return self.l2_latency_s if key in self.l2.lines else self.dram_latency_s
+        the L2's if the tile is in it, the DRAM's at the kernel's DRAM utilization so far if
+        not (machine.loaded_trip_latency_s; dram_latency_s, a pointer chase's load-to-use time,
+        without a measured curve)."""
+        if key in self.l2.lines:
+            return self.l2_latency_s
+        if self.trip_latency is None:
+            return self.dram_latency_s
+        return self.trip_latency(*self.dram_utilization(now_s))
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,
@@ -360,8 +397,14 @@ class ExpectedMemory:
     def __init__(self, l2_server: Server, dram_server: Server, l2_latency_s: float,
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
                  reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None,
-                 fragment_store_cost: float = 1.0, misaligned_factor: float = 1.0):
+                 fragment_store_cost: float = 1.0, misaligned_factor: float = 1.0,
+                 trip_latency=None, trip_scale: float = 1.0, read_share: float = 1.0):
         self.l2_server, self.dram_server = l2_server, dram_server
+        # a dependent DRAM trip's latency by (chip utilization, read share) (trip_latency_of);
+        # the chip's DRAM busy time per second of this SM's private DRAM server's (the SMs
+        # running the kernel, its write-backs); the kernel's DRAM read share
+        self.trip_latency, self.trip_scale, self.read_share = (trip_latency, trip_scale,
+                                                               read_share)
         self.misaligned_factor = misaligned_factor
         self.reduce_cost = reduce_cost or {}
         self.fragment_store_cost = fragment_store_cost
@@ -395,12 +438,20 @@ class ExpectedMemory:
         line_ready_s = now_s + wait_s
         return max(l2_done_s, line_ready_s) + self.l2_latency_s
 
-    def trip_latency_s(self, key, tensor: str) -> float:
+    def trip_latency_s(self, key, tensor: str, now_s: float) -> float:
         """The expected latency of one round trip of a load of `tensor` (Load.round_trips):
-        the DRAM's (a pointer chase's load-to-use time) for the expected fraction that waits
-        for it, the L2's for the rest."""
+        the DRAM's for the expected fraction that waits for it, the L2's for the rest. The
+        DRAM's is at the chip's utilization as this SM's stream implies it (its private
+        server's served work since the micro-simulation began, times trip_scale), as exact
+        mode takes it from the kernel's DRAM so far (ExactMemory.dram_utilization)."""
         p = min(1.0, self.miss_probability.get(tensor, (0.0, 0.0))[1])
-        return (1.0 - p) * self.l2_latency_s + p * self.dram_latency_s
+        dram_s = self.dram_latency_s
+        if p > 0.0 and self.trip_latency is not None:
+            srv = self.dram_server
+            served_s = srv.busy_s - max(0.0, srv.free_s - now_s)
+            u = self.trip_scale * served_s / now_s if now_s > 0.0 else 0.0
+            dram_s = self.trip_latency(u, self.read_share)
+        return (1.0 - p) * self.l2_latency_s + p * dram_s
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
               layout: str = "coalesced", partial_sectors: int = 0,

@@ -84,7 +84,7 @@ def load_tile(mem, op, key, now_s: float) -> float:
     """Issue a Load on `mem`; when its tile is in shared memory. A load read in dependent
     round trips (Load.round_trips) takes at least that many trip latencies."""
     trips = op.round_trips
-    floor_s = now_s + trips * mem.trip_latency_s(key, op.tensor) if trips > 1 else 0.0
+    floor_s = now_s + trips * mem.trip_latency_s(key, op.tensor, now_s) if trips > 1 else 0.0
     r = mem.load(key, op.tensor, op.bytes, now_s, op.oob_bytes, op.line_misaligned,
                  op.multicast)
     return r if r >= floor_s else floor_s

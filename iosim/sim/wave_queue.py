@@ -79,8 +79,8 @@ class _Recorder:
         point[2] = max(point[2], ready)
         return ready
 
-    def trip_latency_s(self, key, tensor) -> float:
-        return self.mem.trip_latency_s(key, tensor)
+    def trip_latency_s(self, key, tensor, now_s) -> float:
+        return self.mem.trip_latency_s(key, tensor, now_s)
 
     def close(self) -> None:
         """End the open wait point (its loads were issued together): record its latency."""
