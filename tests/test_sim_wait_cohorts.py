@@ -146,3 +146,27 @@ def test_a_program_counts_as_cut_once_a_loop_reaches_the_waves_iterations():
     assert not _cut(truncated(short, WAVE_ITERATIONS))
     assert _cut(truncated(tuple(loop("j", 0, 40, (Alu("x", 1),))), WAVE_ITERATIONS))
     assert _cut(truncated(nested, WAVE_ITERATIONS))          # an inner loop was cut
+
+
+def test_occupancy_integrates_the_running_ctas():
+    """Two CTAs run [0, 4] and [1, 2]: over [0, 3] 3 + 1 CTA-seconds, over [2, 10] 2."""
+    from iosim.sim.fast import _Occupancy
+    occ = _Occupancy([(0.0, 4.0), (1.0, 2.0)])
+    assert occ.between(0.0, 3.0) == pytest.approx(4.0)
+    assert occ.between(2.0, 10.0) == pytest.approx(2.0)
+    assert occ.between(5.0, 6.0) == pytest.approx(0.0)
+
+
+def test_outsiders_take_the_trains_waits_by_the_share_still_running():
+    """A first wave of two waiting CTAs (slots 2) running [0, 10] and [0, 5], and a cohort
+    of one CTA that waits on nothing, running [5, 15]: over its 10 s, 5 CTA-seconds of the
+    train of two, a share of 0.25 of the outsiders' wait."""
+    from iosim.sim.fast import _outsider_queues
+    split = WaitCohorts({0: 1, 1: 1, 2: 2}, ({}, {}), (("K",), ()))
+    rows = [(0, 0, 0, 0.0, 10.0), (0, 1, 1, 0.0, 5.0), (0, 2, 1, 5.0, 15.0)]
+    waits = ((("load", "Q"), 4e-7),)
+    assert _outsider_queues(split, waits, rows, 2) == ((2, ((("load", "Q"), 1e-7),)),)
+    # a train's cohort keeps its own wait points
+    q = WaitPoints((), 3.0, (), ((1, ((("Q", "K"), 5e-7),)),), ((2, waits),))
+    assert q.cohort(2).as_dict() == dict(waits)
+    assert isinstance(q.cohort(1), WaitPoints)

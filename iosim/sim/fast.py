@@ -11,8 +11,10 @@
 """
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import defaultdict
 from dataclasses import asdict, dataclass
-from itertools import chain
+from itertools import accumulate, chain
 from math import ceil
 from operator import itemgetter
 
@@ -622,16 +624,62 @@ def _wave_queues(schedule, gpu, rates, infos, characterizers, capacity: float) -
             for k, i, c in zip(schedule.kernels, infos, characterizers)]
 
 
+class _Occupancy:
+    """The integral over time of how many of a set of CTAs run (their (start, end) spans):
+    F(x) = Σ_k max(0, min(x, end_k) − start_k), by bisection over the sorted starts and
+    ends and their prefix sums."""
+
+    def __init__(self, spans: list):
+        self.starts = sorted(s for s, _ in spans)
+        self.ends = sorted(e for _, e in spans)
+        self.start_sums = list(accumulate(self.starts, initial=0.0))
+        self.end_sums = list(accumulate(self.ends, initial=0.0))
+
+    def _at(self, x: float) -> float:
+        i, j = bisect_left(self.starts, x), bisect_left(self.ends, x)
+        return (i * x - self.start_sums[i]) - (j * x - self.end_sums[j])
+
+    def between(self, a: float, b: float) -> float:
+        return self._at(b) - self._at(a)
+
+
+def _outsider_queues(split, waits: tuple, rows: list, slots: int) -> tuple:
+    """((cohort, FIFO waits), ...) for a causal synchronous kernel's cohorts that wait on no
+    tensor: the first wave's waiting CTAs move in lockstep trains whose requests reach the
+    L2 FIFO together, and a request of another CTA issued meanwhile waits behind them
+    (wave_queue.WaveQueue.outsider_waits, measured beside the whole wave). The trains shrink
+    as the causal grid's short CTAs end, and with them that wait: each cohort takes the
+    waits times the mean share of the wave's waiting CTAs still running over its CTAs'
+    time (pass 1's rows: the dispatch with every load a hit)."""
+    if not waits:
+        return ()
+    train = [(r[3], r[4]) for r in rows if r[1] < slots
+             and split.of.get(r[1], 0) and split.waits[split.of[r[1]] - 1]]
+    if not train:
+        return ()
+    occupancy = _Occupancy(train)
+    busy, inside = defaultdict(float), defaultdict(float)
+    for r in rows:
+        c = split.of.get(r[1], 0)
+        if c and not split.waits[c - 1]:
+            busy[c] += r[4] - r[3]
+            inside[c] += occupancy.between(r[3], r[4]) / len(train)
+    return tuple((split.key(c), tuple((key, w * inside[c] / busy[c]) for key, w in waits))
+                 for c in sorted(busy) if busy[c] > 0.0 and inside[c] > 0.0)
+
+
 def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: float,
-                      l2_queue: list, cohorts=None) -> tuple:
+                      l2_queue: list, cohorts=None, pass1_rows=None) -> tuple:
     """Per kernel, the replay's L2 queue position, or for a lockstep_waves kernel a
     wave_queue.WaitPoints: its wait points' latencies from a short exact simulation of its
     waves, the queue position for every other request (docs/simulator.md, "Lockstep kernels and wait cohorts");
     and the kernels' WaitCohorts (or None), a lockstep kernel's split by wave where its
-    waves were simulated (their CTAs take their own wave's wait points)."""
+    waves were simulated (their CTAs take their own wave's wait points). pass1_rows: per
+    kernel, pass 1's timeline rows (_outsider_queues)."""
     from .wave_queue import wave_queue
     out = []
     cohorts = list(cohorts or [None] * len(schedule.kernels))
+    pass1_rows = pass1_rows or [[] for _ in schedule.kernels]
     for ki, (k, i, c, q) in enumerate(zip(schedule.kernels, infos, characterizers, l2_queue)):
         split = cohorts[ki]
         slots = i.occ * gpu.sm_count
@@ -653,10 +701,13 @@ def _with_wait_points(schedule, gpu, rates, infos, characterizers, capacity: flo
         elif split is not None:
             # CTAs that wait on a line in flight are released together by its arrival: a
             # cohort that waits for DRAM runs in lockstep, as the kernel's first wave does
-            # (its CTAs start together on a cold L2); its wait points come from that wave
-            wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity, None, split.of, waves=1)
+            # (its CTAs start together on a cold L2); its wait points come from that wave,
+            # and the cohorts that run beside it wait behind its trains on the L2 FIFO
+            wave = wave_queue(k, gpu, rates, c.mma, i.occ, capacity, None, split.of, waves=1,
+                              outsiders=True)
             points = tuple((ci, p) for ci, p in wave.cohort_points if split.waits[ci - 1])
-            out.append(WaitPoints((), q, (), points) if points else q)
+            waits = _outsider_queues(split, wave.outsider_waits, pass1_rows[ki], slots)
+            out.append(WaitPoints((), q, (), points, waits) if points or waits else q)
         else:
             out.append(q)
     return out, cohorts
@@ -708,6 +759,7 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
     sampler, times, windows = _l2_sample(schedule, plan, runs, tail_starts, slots, reuse)
     tail_bytes = [_tail_load_bytes(k, i, t) for k, i, t in zip(schedule.kernels, infos,
                                                                tail_starts)]
+    pass1_rows = [r.rows for r in runs]
     del runs
     sampling = {"l2_set_sampling_ratio": plan.ratio, "l2_sampled_accesses": len(times),
                 "l2_simulated_ctas": [plan.replayed_count(ki, k.num_ctas)
@@ -730,7 +782,9 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
     l2_queue, cohorts = ((_wave_queues(schedule, gpu, rates, infos, characterizers, capacity),
                           None) if l2_queue_from_wave else
                          _with_wait_points(schedule, gpu, rates, infos, characterizers,
-                                           capacity, timed.l2_queue, timed.cohorts))
+                                           capacity, timed.l2_queue, timed.cohorts,
+                                           pass1_rows))
+    del pass1_rows
     timeline, spans, _ = _dispatch_all(schedule, gpu, infos, timed.miss, timed.dram_store_ratio,
                                        characterizers, lambda ki: False,
                                        cold_start=time_protocol == "ncu",

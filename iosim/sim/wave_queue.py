@@ -60,16 +60,18 @@ class _Recorder:
     """One CTA's memory front end in the wave: forwards to the shared ExactMemory and records,
     per (kind, tensor), each request's FIFO wait in issue order."""
 
-    __slots__ = ("mem", "waits", "points", "_point")
+    __slots__ = ("mem", "waits", "issued", "points", "_point")
 
     def __init__(self, mem: ExactMemory):
         self.mem = mem
         self.waits = defaultdict(list)
+        self.issued = defaultdict(list)   # the same requests' issue times
         self.points = defaultdict(list)   # wait point's tensors → issue-to-last-tile latencies
         self._point = None                # the open wait point: [issue_s, tensors, ready_s]
 
     def load(self, key, tensor, nbytes, now_s, oob_bytes=0, misaligned=False, multicast=1):
         self.waits["load", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
+        self.issued["load", tensor].append(now_s)
         ready = self.mem.load(key, tensor, nbytes, now_s, oob_bytes, misaligned, multicast)
         point = self._point
         if point is None or point[0] != now_s or tensor in point[1]:
@@ -93,6 +95,7 @@ class _Recorder:
               misaligned=False):
         self.close()
         self.waits["store", tensor].append(max(0.0, self.mem.l2_server.free_s - now_s))
+        self.issued["store", tensor].append(now_s)
         accepted = self.mem.store(key, tensor, nbytes, reduce, now_s, layout, partial_sectors,
                                   misaligned)
         self.points["store", tensor].append(accepted - now_s)
@@ -109,6 +112,8 @@ class WaveQueue:
                           # (("store", tensor), latency_s): until the L2 accepts a store
     tail_points: tuple = ()   # the same over the CTAs of the last partial wave, if simulated
     cohort_points: tuple = ()  # ((cohort, points), ...): the same over each cohort's CTAs
+    outsider_waits: tuple = ()  # like waits, of CTAs launched while the waves run
+                                # (wave_queue(outsiders=True))
 
     def as_dict(self) -> dict:
         return dict(self.waits)
@@ -123,11 +128,17 @@ class WaitPoints:
     queue_position: float
     tail_points: tuple = ()   # the last partial wave's, where the wave simulated it
     cohort_points: tuple = ()  # ((cohort, points), ...): of each WaitCohorts cohort's CTAs
+    cohort_waits: tuple = ()   # ((cohort, WaveQueue.waits), ...): FIFO waits of a cohort
+                               # that runs beside the waves' lockstep (fast._outsider_queues)
 
     def cohort(self, c: int):
         """What a CTA of cohort c (wait_cohorts.WaitCohorts; 0: the kernel's other CTAs) uses: its
-        cohort's wait points where the wave simulation ran CTAs of it, else the kernel's,
-        else (none: a kernel whose waves are not in lockstep) the replay's queue position."""
+        cohort's FIFO waits where given (a WaveQueue), else its cohort's wait points where
+        the wave simulation ran CTAs of it, else the kernel's, else (none: a kernel whose
+        waves are not in lockstep) the replay's queue position."""
+        waits = dict(self.cohort_waits).get(c)
+        if waits:
+            return WaveQueue(waits)
         points = self.points
         if c:
             by = dict(self.cohort_points)
@@ -146,14 +157,16 @@ class WaitPoints:
 
 def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: float,
                tail_start: int | None = None, cohort_of: dict | None = None,
-               waves: int = WAVES, wave_slots: int = 0) -> WaveQueue:
+               waves: int = WAVES, wave_slots: int = 0, outsiders: bool = False) -> WaveQueue:
     """Simulate the kernel's first waves, loops cut to WAVE_ITERATIONS, in exact mode's pieces
     (`waves` of them, cold L2 of the given capacity); the mean FIFO waits of its loops' requests and the mean
     latencies of their wait points (loads issued together), the CTAs from tail_start (the
     last partial wave, when simulated) apart; with cohort_of (cta → cohort, wait_cohorts.WaitCohorts)
     also each cohort's, over its CTAs in the counted waves, else in the first wave, and with
     wave_slots each cohort's in each wave of wave_slots CTAs (launch order), key (cohort,
-    wave)."""
+    wave). outsiders: the slots that the simulated waves' short CTAs free are refilled in
+    launch order until a CTA whose loop was cut ends, and the refills' FIFO waits are
+    measured while the waves run (WaveQueue.outsider_waits; the refills count nowhere else)."""
     env = simpy.Environment()
     mem = exact_memory(gpu, l2_capacity_bytes)
     sms = [SmUnits(rates) for _ in range(gpu.sm_count)]
@@ -164,17 +177,21 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     slots = ctas_per_sm * gpu.sm_count
     n = min(kernel.num_ctas, waves * slots)
     counted_from = slots if n > slots else 0
-    recorders = []
-    state = {"next": 0}
+    recorders, refills = [], []
+    state = {"next": 0, "limit": kernel.num_ctas if outsiders else n}
 
     def cta(c: int, sm: int):
         program = truncated(kernel.program(c), WAVE_ITERATIONS)
         rec = _Recorder(mem)
-        if c >= counted_from or cohort_of is not None:
+        if c >= n:
+            refills.append(rec)
+        elif c >= counted_from or cohort_of is not None:
             recorders.append((c, (rec, program)))
         ctx = CtaContext(env, sms[sm], rec, kernel.pipeline, mma, copy_s, store_s, frag_s,
                          cycle_s=1.0 / gpu.clock_hz, epilogue=tma_epilogue_cost(gpu))
         yield from run_program(ctx, program, {})
+        if c < n and _cut(program):
+            state["limit"] = n            # the waves' loops end here: no more refills
         turnover_s = cta_turnover_s(gpu, program)
         if turnover_s:
             yield env.timeout(turnover_s)
@@ -182,7 +199,7 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
         launch()
 
     def launch():
-        launch_ready(env, picker, state, n, cta)
+        launch_ready(env, picker, state, max(n, min(state["limit"], kernel.num_ctas)), cta)
 
     launch()
     env.run()
@@ -211,7 +228,38 @@ def wave_queue(kernel, gpu, rates, mma, ctas_per_sm: int, l2_capacity_bytes: flo
     per_cohort = tuple((k, _means(by_cohort[k, True]) or _means(by_cohort[k, False]))
                        for k in cohorts)
     return WaveQueue(tuple(sorted((key, total[key] / count[key]) for key in count)), *means,
-                     tuple((k, p) for k, p in per_cohort if p))
+                     tuple((k, p) for k, p in per_cohort if p),
+                     _outsider_waits(recorders, refills) if outsiders else ())
+
+
+def _outsider_waits(recorders: list, refills: list) -> tuple:
+    """Sorted ((kind, tensor), mean FIFO wait) of the refills' requests issued while every
+    cut CTA of the simulated waves is in its settled iterations (after its first
+    WARMUP_ITERATIONS, before its last DRAIN_ITERATIONS; the union of their spans where
+    they do not overlap)."""
+    firsts, lasts = [], []
+    for _c, (rec, program) in recorders:
+        if not _cut(program):
+            continue
+        iterations = _loop_iterations(program)
+        for key, issued in rec.issued.items():
+            settled = _settled(issued, iterations)
+            if settled:
+                firsts.append(settled[0])
+                lasts.append(settled[-1])
+    if not firsts:
+        return ()
+    lo, hi = max(firsts), min(lasts)
+    if lo >= hi:
+        lo, hi = min(firsts), max(lasts)
+    total, count = defaultdict(float), defaultdict(int)
+    for rec in refills:
+        for key, waits in rec.waits.items():
+            for t, w in zip(rec.issued[key], waits):
+                if lo <= t <= hi:
+                    total[key] += w
+                    count[key] += 1
+    return tuple(sorted((key, total[key] / count[key]) for key in count))
 
 
 def _add_points(acc: tuple, rec: _Recorder, program: tuple, later_wave: bool) -> None:
