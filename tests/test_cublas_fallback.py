@@ -205,3 +205,23 @@ def test_the_committed_residency_table_is_for_the_module_s_figures():
     reg = cublas_fallback.REGIMES[1, True]
     assert head.endswith(str((reg.k_step_cycles, reg.copy_issue_cycles_per_byte,
                               reg.store_issue_cycles_per_byte)))
+
+
+def test_a_narrow_grid_too_small_for_the_chip_halves_its_rows_as_cublas_did():
+    # the validation row N 6006, d 128, z 2 ran P V as 128x128_64x3_nn_align2, grid (47, 1, 2)
+    row = next(r for r in csv.DictReader(open(ROOT / "iosim/data/validation/"
+                                                    "measured_h200_fallback_kernels.csv"))
+               if r["id"] == "iosim-standard-fwd-N6006-d128-H2-B1-fp16-full"
+               and "nn_align2" in r["kernel"])
+    assert "128x128_64x3" in row["kernel"]
+    p = AttentionProblem(batch=1, heads_q=2, seq_q=6006, head_dim=128)
+    k = next(k for k in build_schedule(p, H200, "standard").kernels if k.name == "std_fwd_pv")
+    gx, gy, gz = (int(x) for x in row["grid"].strip("()").split(","))
+    assert k.num_ctas == gx * gy * gz == 94
+    assert k.launch.threads_per_cta == int(row["block"].strip("()").split(",")[0])
+    # the probe's N×d grids of 144 tiles and more keep the first (256-row) tile
+    for r in _rows():
+        if r["form"] == "pv" and r["d"] == 128 and r["n"] != 6006:
+            assert "128x256" in r["kernels"][0]["name"]
+            gx, gy, gz = r["kernels"][0]["grid"]
+            assert _kernel(r)[1].num_ctas == gx * gy * gz

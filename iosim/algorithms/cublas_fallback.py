@@ -44,7 +44,7 @@ whole step is charged as latency (copy issue 0).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TMA_STRIDE_ALIGN_BYTES = 16
 WARP_ROWS = 64     # CUTLASS's warp tile 64×64 (sm80 and sm75 kernels): a warp owns 64 rows
@@ -104,6 +104,25 @@ class FallbackTile:
     kernel: str
     regime: Regime
     registers: int      # per thread, as ncu measured the kernel (launch__registers_per_thread)
+
+
+def spread_over_sms(fb: FallbackTile, m: int, n: int, batches: int, sm_count: int) -> FallbackTile:
+    """An N×d output's tile with its rows halved (half the warps: CUTLASS's warp tile stays
+    64 × 64) while the halved grid still fits one wave (tiles ≤ SM count): cuBLAS's heuristic
+    spreading a grid too small to fill the chip, as for its Hopper kernels
+    (standard.gemm_tile). The validation row N 6006, d 128, z 2 ran O = P V as
+    128x128_64x3_nn_align2, grid (47, 1, 2) (measured_h200_fallback_kernels.csv), where the
+    256-row tile's grid is 48; the align2 probe's other N×d shapes all have grids over
+    66 tiles, where the rule keeps the first tile (cuBLAS's smaller tiles there, e.g. 128 rows
+    at N 6006 z 6 with 144 tiles, are not followed)."""
+    rows = fb.rows
+    while (rows // 2 >= 2 * WARP_ROWS
+           and -(-m // (rows // 2)) * -(-n // fb.cols) * batches <= sm_count):
+        rows //= 2
+    if rows == fb.rows:
+        return fb
+    return replace(fb, rows=rows, warps=fb.warps * rows // fb.rows,
+                   kernel=fb.kernel.replace(f"x{fb.rows}_", f"x{rows}_"))
 
 
 def alignment(problem, gpu) -> int:

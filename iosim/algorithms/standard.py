@@ -216,7 +216,8 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     align = fallback.alignment(problem, gpu) if fill_wave else 0
     if align:
         narrow = n == problem.head_dim and k != problem.head_dim     # O, dQ, dK, dV
-        fb = (fallback.narrow_output_tile(n, align) if narrow
+        fb = (fallback.spread_over_sms(fallback.narrow_output_tile(n, align), m, n,
+                                       problem.batch * heads, gpu.sm_count) if narrow
               else fallback.square_output_tile(k, align))
         tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
     elif given is not None:

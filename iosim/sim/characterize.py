@@ -32,6 +32,8 @@ from .pipeline import CtaContext, run_program
 from .wave_queue import WaitPoints, WaveQueue
 
 VECTOR_LEN = 5   # duration, memory, tensor, exp, alu stall
+TRIP_FIXED_POINT_ITERATIONS = 12   # micro-simulations at most per dependent-trip profile
+TRIP_UTILIZATION_TOLERANCE = 0.005
 STREAM_GENERATIONS = 3   # CTAs per slot of a short kernel's stream; the middle one is measured
 
 
@@ -92,6 +94,22 @@ def openings(points: dict) -> dict:
             for n in range(1, len(tensors)):
                 out.setdefault(tensors[:n], latency_s)
     return out
+
+
+def _has_dram_trips(items, miss: dict) -> bool:
+    """Whether any load in items (nested loops too) is read in dependent round trips from a
+    tensor that misses the L2 (Load.round_trips > 1, a DRAM wait fraction above 0)."""
+    for it in items:
+        if isinstance(it, tuple):
+            if _has_dram_trips(it, miss):
+                return True
+        elif isinstance(it, Loop):
+            if _has_dram_trips(it.body, miss):
+                return True
+        elif (getattr(it, "round_trips", 1) > 1
+              and miss.get(it.tensor, (0.0, 0.0))[1] > 0.0):
+            return True
+    return False
 
 
 class _WaitPointMemory(ExpectedMemory):
@@ -174,7 +192,41 @@ class Characterizer:
         measured CTAs of (its duration, stalls). With generations > 2 the measured CTAs are
         the middle ones, which run with every neighbour slot busy (a steady stream); else
         all of them. last_end (one generation): the duration is the last copy's end less the
-        last start, (k − 1) × stagger_s, rather than the copies' mean."""
+        last start, (k − 1) × stagger_s, rather than the copies' mean.
+        Segments with dependent DRAM trips (Load.round_trips) take the trip latency at the
+        chip's DRAM utilization their own stream implies (_trip_fixed_point)."""
+        if self.trip_latency is None or not _has_dram_trips(segments, dict(miss[0])):
+            return self._run_stream(segments, k, miss, stagger_s, generations, last_end)[0]
+        return self._trip_fixed_point(segments, k, miss, stagger_s, generations, last_end)
+
+    def _trip_fixed_point(self, segments, k, miss, stagger_s, generations, last_end) -> list:
+        """The stream's profile at the DRAM utilization u it implies: the SMs the kernel
+        occupies, each with k CTAs of this profile's duration D, each CTA's DRAM time w (its
+        reads at the private server, its share of the kernel's write-backs): u = min(1,
+        active_sms · k · w / D), the trips at loaded_trip_latency_s(u); damped iteration from
+        u = 0.5 until u moves by less than TRIP_UTILIZATION_TOLERANCE (a few micro-
+        simulations: the profile's duration rises with u, so the map falls and the fixed
+        point is unique). Exact mode reads the same utilization off its DRAM server as the
+        kernel runs (ExactMemory.dram_utilization)."""
+        share = max(self.dram_read_share, 1e-9)
+        per_read_s = 1.0 + (1.0 - share) / share * dram_write_cost_at(self.gpu, share)
+        u, out = 0.5, None
+        for _ in range(TRIP_FIXED_POINT_ITERATIONS):
+            out, busy_s, ctas = self._run_stream(segments, k, miss, stagger_s, generations,
+                                                 last_end, u)
+            duration_s = sum(v[0] for v in out)
+            implied = (min(1.0, self.active_sms * k * busy_s * per_read_s / ctas / duration_s)
+                       if duration_s > 0.0 else 0.0)
+            if abs(implied - u) < TRIP_UTILIZATION_TOLERANCE:
+                break
+            u = 0.5 * (u + implied)
+        return out
+
+    def _run_stream(self, segments: tuple, k: int, miss: tuple, stagger_s: float,
+                    generations: int, last_end: bool = False,
+                    trip_utilization: float = 0.0) -> tuple:
+        """One micro-simulation (_simulate_stream); (per-segment profiles, the private DRAM
+        server's busy seconds, the CTAs run)."""
         env = simpy.Environment()
         gpu = self.gpu
         units = SmUnits(self.rates)
@@ -183,14 +235,12 @@ class Characterizer:
         points = dict(queue.points) if isinstance(queue, WaitPoints) else None
         position = (0.0 if fifo is not None else
                     queue.queue_position if points is not None else queue)
-        share = max(self.dram_read_share, 1e-9)
         mem = (ExpectedMemory if points is None else _WaitPointMemory)(
             Server(gpu.l2_bandwidth_bytes_per_s), Server(dram_read_rate(gpu)),
             gpu.l2_latency_s, gpu.dram_latency_s, dict(miss_items), position,
             reduce_l2_costs(gpu), fifo, fragment_store_l2_cost(gpu),
-            line_misaligned_dram_factor(gpu), self.trip_latency,
-            self.active_sms * (1.0 + (1.0 - share) / share * dram_write_cost_at(gpu, share)),
-            share)
+            line_misaligned_dram_factor(gpu), self.trip_latency, trip_utilization,
+            self.dram_read_share)
         if points is not None:
             mem.use_points(points)
         copy_s = copy_issue_s_per_byte(self.gpu, self.pipe)
@@ -224,7 +274,7 @@ class Characterizer:
         out = [tuple(v / n for v in vec) for vec in vecs]
         if last_end and len(out) == 1:
             out[0] = (ends[0] - (k - 1) * stagger_s,) + out[0][1:]
-        return out
+        return out, mem.dram_server.busy_s, k * generations
 
     def _memo_sim(self, items: tuple, k: int, miss: tuple) -> tuple:
         key = (shape_key(items), k, miss)

@@ -398,13 +398,13 @@ class ExpectedMemory:
                  dram_latency_s: float, miss_probability: dict, l2_queue_position: float = 0.0,
                  reduce_cost: dict | None = None, l2_fifo_wait_s: dict | None = None,
                  fragment_store_cost: float = 1.0, misaligned_factor: float = 1.0,
-                 trip_latency=None, trip_scale: float = 1.0, read_share: float = 1.0):
+                 trip_latency=None, trip_utilization: float = 0.0, read_share: float = 1.0):
         self.l2_server, self.dram_server = l2_server, dram_server
-        # a dependent DRAM trip's latency by (chip utilization, read share) (trip_latency_of);
-        # the chip's DRAM busy time per second of this SM's private DRAM server's (the SMs
-        # running the kernel, its write-backs); the kernel's DRAM read share
-        self.trip_latency, self.trip_scale, self.read_share = (trip_latency, trip_scale,
-                                                               read_share)
+        # a dependent DRAM trip's latency by (chip utilization, read share) (trip_latency_of),
+        # the chip's DRAM utilization the trips see (the characterizer's fixed point) and the
+        # kernel's DRAM read share
+        self.trip_latency, self.trip_utilization, self.read_share = (
+            trip_latency, trip_utilization, read_share)
         self.misaligned_factor = misaligned_factor
         self.reduce_cost = reduce_cost or {}
         self.fragment_store_cost = fragment_store_cost
@@ -441,16 +441,13 @@ class ExpectedMemory:
     def trip_latency_s(self, key, tensor: str, now_s: float) -> float:
         """The expected latency of one round trip of a load of `tensor` (Load.round_trips):
         the DRAM's for the expected fraction that waits for it, the L2's for the rest. The
-        DRAM's is at the chip's utilization as this SM's stream implies it (its private
-        server's served work since the micro-simulation began, times trip_scale), as exact
-        mode takes it from the kernel's DRAM so far (ExactMemory.dram_utilization)."""
+        DRAM's is at the chip's DRAM utilization trip_utilization (the characterizer's fixed
+        point over the stream's own DRAM work: characterize._trip_fixed_point), as exact mode
+        takes it from the kernel's DRAM so far (ExactMemory.dram_utilization)."""
         p = min(1.0, self.miss_probability.get(tensor, (0.0, 0.0))[1])
         dram_s = self.dram_latency_s
         if p > 0.0 and self.trip_latency is not None:
-            srv = self.dram_server
-            served_s = srv.busy_s - max(0.0, srv.free_s - now_s)
-            u = self.trip_scale * served_s / now_s if now_s > 0.0 else 0.0
-            dram_s = self.trip_latency(u, self.read_share)
+            dram_s = self.trip_latency(self.trip_utilization, self.read_share)
         return (1.0 - p) * self.l2_latency_s + p * dram_s
 
     def store(self, key, tensor: str, nbytes: int, reduce, now_s: float,
