@@ -349,6 +349,8 @@ class GpuSpec(_Spec):
             return f"sources names unknown figures: {', '.join(unknown)}"
         if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
             return "shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes"
+        if self.dram_trip_latency is not None and self.dram_trip_latency._problem():
+            return self.dram_trip_latency._problem()
         return None
 
     # ---- derived rates -------------------------------------------------------------

@@ -136,3 +136,20 @@ def test_the_softmax_slows_when_its_dram_is_loaded(mode):
     t = {name: simulate(s, gpu, mode=mode).kernels[1].time_s
          for name, gpu in (("loaded", g), ("flat", flat))}
     assert t["loaded"] > 1.05 * t["flat"]   # +8%: the trips at 3 CTAs per SM
+
+
+@pytest.mark.parametrize("bad", [[[0.5, 1e-7], [0.2, 2e-7]], [[0.0, 1e-7], [1.5, 2e-7]],
+                                 [[0.0, -1e-7]], "x"])
+def test_a_malformed_curve_in_a_users_gpu_yaml_is_refused_in_one_line(tmp_path, bad):
+    import subprocess
+    import yaml
+    from iosim.paths import GPU_CONFIG_DIR
+    data = yaml.safe_load((GPU_CONFIG_DIR / "h100-sxm5-80gb.yaml").read_text())
+    data["dram_trip_latency"]["read_only"] = bad
+    p = tmp_path / "gpu.yaml"
+    p.write_text(yaml.safe_dump(data))
+    r = subprocess.run([sys.executable, "-m", "iosim", "run", "--gpu", str(p), "--seq", "1024"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "dram_trip_latency.read_only" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
