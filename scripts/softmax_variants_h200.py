@@ -79,16 +79,25 @@ def main(argv=None):
         r = rows[-1]
         print(f"N {seq:5d} v{variant} unroll {unroll:2d} smem {smem:6d} ctas/SM {ctas_per_sm:2d}: "
               f"{ms * 1e3:8.1f} us  {r['tb_per_s']:.2f} TB/s(S+P)", flush=True)
+    write_results(a.output, props,
+                  __doc__.strip().splitlines()[0] + " CUDA events, median of 10 after 3 warm-ups",
+                  ("0", "1", "2", "3", "4"), rows)
+
+
+VARIANTS = {"0": "the kernel", "1": "copy S to P through smem, no arithmetic",
+            "2": "load S only", "3": "no load (zeros), compute and store P",
+            "4": "compute only"}
+
+
+def write_results(path, props, method: str, variants, rows: list) -> None:
+    """The probe's JSON (device, date, method, the variants run, rows) to `path`, if given."""
+    if not path:
+        return
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     out = {"device": name, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
-           "method": __doc__.strip().splitlines()[0] + " CUDA events, median of 10 after 3 warm-ups",
-           "variants": {"0": "the kernel", "1": "copy S to P through smem, no arithmetic",
-                        "2": "load S only", "3": "no load (zeros), compute and store P",
-                        "4": "compute only"},
-           "rows": rows}
-    if a.output:
-        with open(a.output, "w") as f:
-            json.dump(out, f, indent=2)
+           "method": method, "variants": {v: VARIANTS[v] for v in variants}, "rows": rows}
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,8 @@ def spread_over_sms(fb: FallbackTile, m: int, n: int, batches: int, sm_count: in
     128x128_64x3_nn_align2, grid (47, 1, 2) (measured_h200_fallback_kernels.csv), where the
     256-row tile's grid is 48; the align2 probe's other N×d shapes all have grids over
     66 tiles, where the rule keeps the first tile (cuBLAS's smaller tiles there, e.g. 128 rows
-    at N 6006 z 6 with 144 tiles, are not followed)."""
+    at N 6006 z 6 with 144 tiles, are not followed). The halved kernel keeps the first
+    tile's registers per thread and its regime's per-K-step figures (not measured apart)."""
     rows = fb.rows
     while (rows // 2 >= 2 * WARP_ROWS
            and -(-m // (rows // 2)) * -(-n // fb.cols) * batches <= sm_count):

@@ -23,10 +23,9 @@ sm__cycles_elapsed.avg.per_second -k std_softmax python3 scripts/experiments/sof
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
@@ -96,16 +95,10 @@ def main(argv=None):
                              "score_elements": batch * heads * seq * seq})
                 print(f"N {seq:5d} B {batch:3d} H {heads:2d} v{variant} ctas/SM {per_sm:2d}"
                       f"{'' if ctas else ' (own)'}: {ms * 1e3:9.1f} us", flush=True)
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    out = {"device": name, "measured_on": time.strftime("%Y-%m-%d", time.gmtime()),
-           "method": "CUDA events, median of 10 after 3 warm-ups",
-           "variants": {"0": "the kernel", "1": "copy S to P through smem, no arithmetic",
-                        "4": "compute only"},
-           "rows": rows}
-    if a.output:
-        with open(a.output, "w") as f:
-            json.dump(out, f, indent=2)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from softmax_variants_h200 import write_results
+    write_results(a.output, cp.cuda.runtime.getDeviceProperties(0),
+                  "CUDA events, median of 10 after 3 warm-ups", ("0", "1", "4"), rows)
 
 
 if __name__ == "__main__":
