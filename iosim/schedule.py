@@ -42,7 +42,9 @@ class Load:
     # the copy engine fills with zeros). They hold no data and no DRAM or L2 capacity, but they
     # cross the L2→SM path: Nsight Compute counts them (the project's FA-3 at d 64, 192-row Q
     # tiles: measured L2→SM bytes exceed the valid rows' by exactly the box's missing rows,
-    # 8 or 16 KB per head at every N of the sweep)
+    # 8 or 16 KB per head at every N of the sweep); also the rest of the sectors a copy's
+    # requests touch beyond its bytes (TMA box rows off the sector, standard.Operand.panel;
+    # the softmax's row loads, algorithms/softmax_code.row_read_bytes)
     oob_bytes: int = 0
     # multicast: the CTAs of a thread-block cluster that one L2 read of this copy reaches (TMA
     # multicast: each CTA copies its slice of a box the cluster shares and the fabric delivers

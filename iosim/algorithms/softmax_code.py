@@ -38,12 +38,32 @@ Both were read off the H200 (measurements/h200/softmax_scalar/, README there):
   would (`issue_efficiency`). The schedule makes the lone time a floor under the CTA's
   compute (Alu.lone_cycles) and spreads the issue slots its occupancy leaves empty over its
   ops (Alu.issue_per_op: issue slots, its instructions over the efficiency).
+- The L2 → SM bytes of the 16-byte path's copy (`row_read_bytes`): each load instruction
+  requests the 32-byte sectors its active lanes' 16-byte accesses touch. The lanes of one
+  instruction need not be one contiguous run: where a row's 16-byte chunks are not a multiple
+  of 32, the lanes whose remainder loop ran are a few iterations ahead of the others in every
+  block, so an instruction reads two runs and each run's end can share a sector with the
+  other's. The sectors an earlier instruction of the same block already requested (in flight
+  together) are merged by the L1; those of an earlier block are fetched again. Nsight Compute
+  on the H100 (measurements/h100/copy_wavefronts/, the kernel alone at N 1800 ... 7000 and
+  3008 / 3016): the requested sectors (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld`) are this
+  enumeration's to 4 digits at every N (6.1-6.7% above S's bytes at N 1800, 3000, 5000,
+  7000, 3016; 3.2-3.4% at N 2600, 4200, 6200; none at 3008); the L2 → SM bytes
+  (`l1tex__m_xbar2l1tex_read_bytes`) are those less the merged ones within +0.2 ... +1.3%,
+  except N 1800 (+3.4%): the L1 also keeps some of an earlier block's sectors (6-60% of
+  them, by N and occupancy), not modelled. The scalar path (2-byte loads, where a 64-byte
+  instruction spans up to 3 sectors) requests 1.4-1.9x its row's bytes and its L1 merges
+  nearly all of them; its L2 → SM bytes are the row's bytes, as before (the validation's
+  scalar rows read 0.7-3.3% more).
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 VECTOR_ACCESS_BYTES = 16          # LDG.E.128 / STG.E.128 per lane
 SCALAR_ACCESS_BYTES = 2           # LDG.E.U16 per lane
 WARP_LANES = 32
+SECTOR_BYTES = 32                 # the L2's sector, what an L1 request fetches
 
 # warp instructions per row of S = a·N + b + c·trips (row_load_trips), by path: Nsight
 # Compute's smsp__inst_executed, measurements/h100/softmax_issue/, fitted by
@@ -121,3 +141,48 @@ def issue_efficiency(n: int, elem_bytes: int, warps_per_subpartition: int) -> fl
 def issued_per_element(n: int, elem_bytes: int) -> float:
     """Lane-instructions the kernel issues per score element of rows of `n` elements."""
     return issued_per_row(n, elem_bytes) * WARP_LANES / n
+
+
+def _vector_block_accesses(row_bytes: int) -> list:
+    """The 16-byte path's load instructions of one warp's row, by block: the remainder loop's
+    trips (one instruction each), then the unrolled blocks of 4; each instruction as the
+    16-byte chunk indices its active lanes read (lane l's k-th access is chunk l + 32k)."""
+    its = _iterations(row_bytes, VECTOR_ACCESS_BYTES)
+    done, out = [0] * WARP_LANES, []
+    rem = [it % 4 for it in its]
+    for _ in range(max(rem)):
+        out.append([[lane + WARP_LANES * done[lane] for lane in range(WARP_LANES)
+                     if done[lane] < rem[lane]]])
+        done = [d + (d < r) for d, r in zip(done, rem)]
+    left = [it - r for it, r in zip(its, rem)]
+    while any(left):
+        out.append([[lane + WARP_LANES * (done[lane] + s) for lane in range(WARP_LANES)
+                     if s < left[lane]] for s in range(4)])
+        done = [d + min(4, m) for d, m in zip(done, left)]
+        left = [max(0, m - 4) for m in left]
+    return [[ins for ins in block if ins] for block in out]
+
+
+@lru_cache(maxsize=256)
+def row_read_bytes(row_bytes: int, row_offset: int) -> int:
+    """L2 → SM bytes of one warp's copy of a row of `row_bytes` starting `row_offset` bytes
+    into a sector (module docstring): on the 16-byte path the sectors each block's
+    instructions request, each once per block; on the scalar path the row's bytes."""
+    if path(row_bytes) != "vector":
+        return row_bytes
+    sectors = 0
+    for block in _vector_block_accesses(row_bytes):
+        seen: set = set()
+        for ins in block:
+            touched = {(row_offset + VECTOR_ACCESS_BYTES * c) // SECTOR_BYTES for c in ins}
+            sectors += len(touched - seen)
+            seen |= touched
+    return sectors * SECTOR_BYTES
+
+
+def rows_read_bytes(first_row: int, rows: int, row_bytes: int) -> int:
+    """L2 → SM bytes of the copies of rows [first_row, first_row + rows) of one matrix of S
+    (row r starts r·row_bytes into it; a matrix starts on a sector wherever the 16-byte path
+    runs: N·bytes a multiple of 16 and N even)."""
+    return sum(row_read_bytes(row_bytes, (r * row_bytes) % SECTOR_BYTES)
+               for r in range(first_row, first_row + rows))

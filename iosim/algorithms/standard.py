@@ -277,8 +277,12 @@ def softmax_program(problem, gpu, b, h, i, resident: int = 1) -> tuple:
         # lone time is a floor under the three ops, less the exponentials' own time alone
         lone = max(0.0, softmax_code.lone_row_cycles(n, eb)
                    - 2 * rows * n / gpu.exp_per_clock_per_sm) / 3
-        return (Load("S", (b, h, i), rows, n, rows * n * eb, line_misaligned=mis,
-                     round_trips=softmax_code.row_load_trips(n * eb)), *mask,
+        # the sectors its load instructions request beyond S's bytes (softmax_code.
+        # row_read_bytes) cross the L2 → SM path and hold no line
+        extra = softmax_code.rows_read_bytes(i * ROWS_PER_CTA, rows, n * eb) - rows * n * eb
+        return (Load("S", (b, h, i), rows, n, rows * n * eb, oob_bytes=extra,
+                     line_misaligned=mis, round_trips=softmax_code.row_load_trips(n * eb)),
+                *mask,
                 Alu("max", rows * n, issue_per_op=issue, lone_cycles=lone),
                 Exp("exp", 2 * rows * n),   # for the sum, then for P
                 Alu("sum", rows * n, issue_per_op=issue, lone_cycles=lone),

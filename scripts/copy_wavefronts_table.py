@@ -1,0 +1,87 @@
+"""The figures of measurements/h100/copy_wavefronts/ as a table: per kernel (torch's flash
+forward, the project's fa2_fwd.cu, the standard softmax) Nsight Compute's counts per unit of
+work, and for the softmax its L2 → SM bytes against the schedule's (softmax_code.
+row_read_bytes).
+
+    python scripts/copy_wavefronts_table.py     # output: benchmarks/results/copy_wavefronts.txt
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1] / "measurements/h100/copy_wavefronts"
+
+
+def ncu_blocks(path: Path) -> dict:
+    """'## name' blocks of an Nsight Compute raw CSV → {name: {metric: value}} (the profiled
+    kernel's row; blocks whose run printed no row are left out)."""
+    out = {}
+    for block in path.read_text().split("## ")[1:]:
+        name, rest = block.split("\n", 1)
+        lines = [line for line in rest.splitlines() if line.startswith('"')]
+        rows = list(csv.reader(io.StringIO("\n".join(lines))))
+        if len(rows) < 3:
+            continue
+        row = dict(zip(rows[0], rows[2]))
+        out[name.strip()] = {k: _num(v) for k, v in row.items()}
+    return out
+
+
+def _num(v: str):
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return v
+
+
+def softmax_rows() -> list:
+    """(N, batch, heads, S bytes, requested-sector bytes, L2 → SM bytes) per profiled launch."""
+    out = []
+    for name, m in ncu_blocks(DATA / "softmax_sectors_ncu.csv").items():
+        _, n, b, h = name.split()
+        n, b, h = int(n), int(b), int(h)
+        out.append((n, b, h, b * h * n * n * 2,
+                    32 * m["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"],
+                    m["l1tex__m_xbar2l1tex_read_bytes.sum"]))
+    return out
+
+
+def main() -> None:
+    from iosim.algorithms import softmax_code as sc
+    times = json.loads((DATA / "copy_times_h100.json").read_text())
+    print("CUDA events (H100), us: torch's flash forward against fa2_fwd.cu at the same tiles")
+    by = {(r["d"], r["n"], r["batch"], r["heads"]): {} for r in times}
+    for r in times:
+        by[(r["d"], r["n"], r["batch"], r["heads"])][r["kernel"]] = r.get("time_s")
+    for (d, n, b, h), k in by.items():
+        t, f = k.get("torch"), k.get("fa2")
+        ratio = f"{f / t:.3f}" if t and f else "  -  "
+        print(f"  d {d:3d} N {n:5d} B {b} H {h:2d}: torch {t * 1e6 if t else float('nan'):7.1f}"
+              f"  fa2_fwd {f * 1e6 if f else float('nan'):7.1f}  fa2/torch {ratio}")
+    print("\nNsight Compute (H100), per CTA and KV step")
+    cols = (("inst", "smsp__inst_executed.sum"), ("ldgsts", "smsp__inst_executed_op_ldgsts.sum"),
+            ("ldsm", "smsp__inst_executed_op_ldsm.sum"),
+            ("wf", "l1tex__data_pipe_lsu_wavefronts.sum"),
+            ("local ld B", "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"),
+            ("local st B", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"))
+    print(f"  {'kernel':12s}" + "".join(f"{c:>12s}" for c, _ in cols)
+          + f"{'pipe %':>8s}{'L2 wr MB':>10s}{'DRAM wr MB':>11s}")
+    steps = {"d64": 16 * 2 * 16 * 16, "d128": 16 * 2 * 16 * 32, "d256": 32 * 2 * 8 * 32}
+    for name, m in ncu_blocks(DATA / "copy_wavefronts_ncu.csv").items():
+        n_steps = steps[name.split()[1]]
+        print(f"  {name:12s}" + "".join(f"{m.get(k, 0.0) / n_steps:12.1f}" for _, k in cols)
+              + f"{m['l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed']:8.1f}"
+              + f"{m['lts__t_sectors_srcunit_tex_op_write.sum'] * 32 / 1e6:10.1f}"
+              + f"{m['dram__bytes_write.sum'] / 1e6:11.1f}")
+    print("\nstandard softmax, 16-byte path: bytes over S's (requested sectors, L2 → SM; model)")
+    for n, b, h, s, req, xbar in softmax_rows():
+        model = sc.rows_read_bytes(0, 2, 2 * n) / (4 * n)
+        print(f"  N {n:5d} B {b} H {h:2d}: requested {req / s:.4f}  L2->SM {xbar / s:.4f}"
+              f"  model {model:.4f} ({model / (xbar / s) - 1:+.2%})")
+
+
+if __name__ == "__main__":
+    main()
