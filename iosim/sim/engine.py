@@ -91,6 +91,15 @@ def simulate_exact(schedule, gpu, l2_effective_fraction: float, l2_protocol: str
 
     env.process(main())
     env.run()
+    return _exact_result(schedule, gpu, rates, mem, spans, timeline, l2_effective_fraction,
+                         l2_protocol)
+
+
+def _exact_result(schedule, gpu, rates, mem, spans: list, timeline, l2_effective_fraction: float,
+                  l2_protocol: str):
+    """The exact run's SimResult: per kernel its span and counters (the warm protocol's final
+    write-back counted with the last kernel), the totals and the timeline."""
+    dtype = schedule.problem.dtype
     if l2_protocol == "warm":
         before_flush = mem.counters.dram_write_bytes
         mem.flush()

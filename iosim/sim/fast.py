@@ -792,6 +792,22 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
                                        store_fill=timed.store_fill, reuse=reuse,
                                        dram_read_shares=read_shares,
                                        cohorts_of=cohorts)
+    model = {"l2_effective_fraction": l2_effective_fraction,
+             "l2_effective_capacity_bytes": capacity,
+             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
+             "l2_protocol": l2_protocol,
+             **({"time_protocol": time_protocol} if time_protocol != l2_protocol else {}),
+             **sampling,
+             "micro_simulations": sum(c.simulations for c in characterizers),
+             "cta_classes": [len(i.programs) for i in infos]}
+    return _fast_result(schedule, gpu, rates, infos, characterizers, spans, mems, flush_bytes,
+                        timeline, model)
+
+
+def _fast_result(schedule, gpu, rates, infos, characterizers, spans, mems, flush_bytes,
+                 timeline, model: dict):
+    """The fast run's SimResult: per kernel its span with the replay's counters, the totals
+    and the timeline."""
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
                              {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
@@ -802,12 +818,4 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
              "dram_write_flush_bytes": flush_bytes,
              "load_hit_bytes": sum(m.load_hit_bytes for m in mems),
              "load_miss_bytes": sum(m.load_miss_bytes for m in mems)}
-    model = {"l2_effective_fraction": l2_effective_fraction,
-             "l2_effective_capacity_bytes": capacity,
-             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
-             "l2_protocol": l2_protocol,
-             **({"time_protocol": time_protocol} if time_protocol != l2_protocol else {}),
-             **sampling,
-             "micro_simulations": sum(c.simulations for c in characterizers),
-             "cta_classes": [len(i.programs) for i in infos]}
     return schedule_result("fast", schedule, gpu, kernels, total, timeline, model)

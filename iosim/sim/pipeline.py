@@ -141,7 +141,7 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
     """Plain ops in order. `share`: the fraction of each Mma/Exp/Alu this thread executes;
     `do_memory`: whether this thread issues the loads and stores (consumer 0 of a split);
     `stream`: this consumer warpgroup's own wgmma stream (a Server), or None."""
-    env, mem, units = ctx.env, ctx.mem, ctx.units
+    env, mem = ctx.env, ctx.mem
     pending_s = -1.0                          # loads issued, not yet waited for
     for op in ops:
         kind = op.kind
@@ -161,70 +161,11 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
             yield env.timeout(pending_s - env.now)
         pending_s = -1.0
         if kind == "store":
-            if do_memory and op.thread_issued and ctx.store_s_per_byte:
-                # the threads write the tile from registers themselves (Store.thread_issued)
-                yield from _copy_issue(ctx, op.bytes * ctx.store_s_per_byte, stall)
-            elif (do_memory and op.layout == "fragment" and not op.reduce
-                  and not op.thread_issued and ctx.fragment_store_s_per_byte):
-                # issuing stores in the fragment layout (Store.layout) holds the threads
-                # (a thread_issued store is charged by its kernel's own traced figure only)
-                yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
-            held_s = 0.0
-            if do_memory and op.tma_epilogue and ctx.epilogue[0]:
-                # the SM's epilogue path: this tile's starts when the previous one has
-                # drained; its warps are held for the serial part (machine.tma_epilogue_*)
-                start, finish = units.epilogue.reserve(env.now, op.bytes * ctx.epilogue[0])
-                if start > env.now:
-                    stall[MEM] += start - env.now
-                    yield env.timeout(start - env.now)
-                held_s = start + ctx.epilogue[1] * (finish - start)
-            if do_memory:
-                t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
-                              op.reduce and op.reduce_layout, env.now, op.layout,
-                              op.partial_sectors, op.line_misaligned)
-                if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
-                    _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
-                    t = max(t, f2)
-                t = max(t, held_s)
-                if t > env.now:
-                    stall[MEM] += t - env.now
-                    yield env.timeout(t - env.now)
+            yield from _run_store(ctx, op, env_vars, share, stall, do_memory)
         elif stream is not None and op.name in SOFTMAX_TILE_OPS and kind != "mma":
             yield from _softmax_tile_op(ctx, op, share, stall)
         elif kind in _STALL_SLOT:
-            server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
-            now = env.now
-            start, finish = server.reserve(now, _work(op, ctx.mma) * share)
-            if kind == "alu" and op.lone_cycles and ctx.cycle_s:
-                # its warps issue no faster than alone on their sub-partitions (Alu.lone_cycles)
-                finish = max(finish, now + op.lone_cycles * share * ctx.cycle_s)
-            if stream is not None and kind == "mma":
-                # one warpgroup's wgmma group: its latency and its work (machine.MmaCost.stream_work)
-                finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op, share))[1])
-                units.note_wgmma(stream, finish)
-            if kind != "mma" and ctx.mma is not None:
-                # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
-                # MMA stream pauses while they issue elementwise instructions; a measured
-                # phase (Alu.phase_cycles_per_op) holds the threads for its time and the
-                # stream for its exposed part (MmaCost.alu_hold)
-                if kind == "alu":
-                    hold = ctx.mma.alu_hold(op, op.count * share)
-                    phase = ctx.mma.phase_s(op, op.count * share)
-                    if phase:
-                        finish = max(finish, now + phase)
-                    bar = ctx.mma.barrier_s(op)    # Alu.barrier_cycles: the wait after it
-                    if bar:
-                        finish += bar
-                else:
-                    hold = ctx.mma.elementwise_hold(kind, op.count * share)
-                if hold:
-                    _s, f2 = units.tensor.reserve(now, hold)
-                    if stream is None:
-                        # the same warps issue the MMAs (mma.sync) and wait for them; a wgmma
-                        # consumer's MMAs run asynchronously: its hold delays them, not it
-                        finish = max(finish, f2)
-            stall[_STALL_SLOT[kind]] += start - now
-            yield env.timeout(finish - now)
+            yield from _run_unit_op(ctx, op, share, stall, stream)
         elif kind == "barrier" and op.cycles and ctx.cycle_s:
             # a measured wait / latency chain of the kernel (Barrier.cycles): its threads
             # are blocked, no unit is busy (other resident CTAs' work is not held)
@@ -233,6 +174,81 @@ def run_ops(ctx: CtaContext, ops, env_vars: dict, share: float, stall: list, do_
     if pending_s > env.now:
         stall[MEM] += pending_s - env.now
         yield env.timeout(pending_s - env.now)
+
+
+def _run_store(ctx: CtaContext, op, env_vars: dict, share: float, stall: list,
+               do_memory: bool):
+    """A Store: the threads' own issue where they write it (thread-issued or fragment-layout
+    stores), the SM's epilogue path for a TMA epilogue, then the memory's acceptance (and a
+    reduce store's hold of the MMA stream)."""
+    env, mem, units = ctx.env, ctx.mem, ctx.units
+    if do_memory and op.thread_issued and ctx.store_s_per_byte:
+        # the threads write the tile from registers themselves (Store.thread_issued)
+        yield from _copy_issue(ctx, op.bytes * ctx.store_s_per_byte, stall)
+    elif (do_memory and op.layout == "fragment" and not op.reduce
+          and not op.thread_issued and ctx.fragment_store_s_per_byte):
+        # issuing stores in the fragment layout (Store.layout) holds the threads
+        # (a thread_issued store is charged by its kernel's own traced figure only)
+        yield from _copy_issue(ctx, op.bytes * ctx.fragment_store_s_per_byte, stall)
+    held_s = 0.0
+    if do_memory and op.tma_epilogue and ctx.epilogue[0]:
+        # the SM's epilogue path: this tile's starts when the previous one has
+        # drained; its warps are held for the serial part (machine.tma_epilogue_*)
+        start, finish = units.epilogue.reserve(env.now, op.bytes * ctx.epilogue[0])
+        if start > env.now:
+            stall[MEM] += start - env.now
+            yield env.timeout(start - env.now)
+        held_s = start + ctx.epilogue[1] * (finish - start)
+    if do_memory:
+        t = mem.store(tile_key(op, env_vars), op.tensor, op.bytes,
+                      op.reduce and op.reduce_layout, env.now, op.layout,
+                      op.partial_sectors, op.line_misaligned)
+        if op.reduce and ctx.mma is not None and ctx.mma.reduce_work_per_byte:
+            _s, f2 = units.tensor.reserve(env.now, ctx.mma.reduce_hold(op.bytes * share, op.reduce_layout))
+            t = max(t, f2)
+        t = max(t, held_s)
+        if t > env.now:
+            stall[MEM] += t - env.now
+            yield env.timeout(t - env.now)
+
+
+def _run_unit_op(ctx: CtaContext, op, share: float, stall: list, stream):
+    """An Mma, Exp or Alu on its SM server, with what it holds of the MMA stream (issue-slot
+    sharing, measured phases and barriers) and, for a wgmma consumer, its own stream."""
+    env, units, kind = ctx.env, ctx.units, op.kind
+    server = units.tensor if kind == "mma" else units.exp if kind == "exp" else units.alu
+    now = env.now
+    start, finish = server.reserve(now, _work(op, ctx.mma) * share)
+    if kind == "alu" and op.lone_cycles and ctx.cycle_s:
+        # its warps issue no faster than alone on their sub-partitions (Alu.lone_cycles)
+        finish = max(finish, now + op.lone_cycles * share * ctx.cycle_s)
+    if stream is not None and kind == "mma":
+        # one warpgroup's wgmma group: its latency and its work (machine.MmaCost.stream_work)
+        finish = max(finish, stream.reserve(now, ctx.mma.stream_work(op, share))[1])
+        units.note_wgmma(stream, finish)
+    if kind != "mma" and ctx.mma is not None:
+        # issue-slot sharing (machine.MmaCost.elementwise_hold): the same warps'
+        # MMA stream pauses while they issue elementwise instructions; a measured
+        # phase (Alu.phase_cycles_per_op) holds the threads for its time and the
+        # stream for its exposed part (MmaCost.alu_hold)
+        if kind == "alu":
+            hold = ctx.mma.alu_hold(op, op.count * share)
+            phase = ctx.mma.phase_s(op, op.count * share)
+            if phase:
+                finish = max(finish, now + phase)
+            bar = ctx.mma.barrier_s(op)    # Alu.barrier_cycles: the wait after it
+            if bar:
+                finish += bar
+        else:
+            hold = ctx.mma.elementwise_hold(kind, op.count * share)
+        if hold:
+            _s, f2 = units.tensor.reserve(now, hold)
+            if stream is None:
+                # the same warps issue the MMAs (mma.sync) and wait for them; a wgmma
+                # consumer's MMAs run asynchronously: its hold delays them, not it
+                finish = max(finish, f2)
+    stall[_STALL_SLOT[kind]] += start - now
+    yield env.timeout(finish - now)
 
 
 def _softmax_tile_op(ctx: CtaContext, op, share: float, stall: list):
