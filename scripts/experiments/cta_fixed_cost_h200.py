@@ -53,5 +53,22 @@ def main(out: str) -> None:
                 json.dump(rows, f, indent=1)
 
 
+def ncu_target() -> None:
+    """Each shape launched twice (the second is the one to read), for Nsight Compute:
+    ncu --clock-control none --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
+        --csv python3 scripts/experiments/cta_fixed_cost_h200.py --ncu"""
+    import cupy as cp
+    for algorithm, d in KERNELS:
+        for n_kv in KV:
+            op, _ = op_of(algorithm, d, n_kv)
+            op(0)
+            op(0)
+            cp.cuda.runtime.deviceSynchronize()
+            print(f"ncu-target {algorithm} d {d} N_kv {n_kv}", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--ncu":
+        ncu_target()
+    else:
+        main(sys.argv[1])
