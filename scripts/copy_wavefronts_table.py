@@ -7,8 +7,6 @@ row_read_bytes).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -17,16 +15,14 @@ DATA = Path(__file__).resolve().parents[1] / "measurements/h100/copy_wavefronts"
 
 def ncu_blocks(path: Path) -> dict:
     """'## name' blocks of an Nsight Compute raw CSV → {name: {metric: value}} (the profiled
-    kernel's row; blocks whose run printed no row are left out)."""
+    kernel's row, iosim.measure.ncu.raw_rows; blocks whose run printed no row are left out)."""
+    from iosim.measure.ncu import raw_rows
     out = {}
     for block in path.read_text().split("## ")[1:]:
         name, rest = block.split("\n", 1)
-        lines = [line for line in rest.splitlines() if line.startswith('"')]
-        rows = list(csv.reader(io.StringIO("\n".join(lines))))
-        if len(rows) < 3:
-            continue
-        row = dict(zip(rows[0], rows[2]))
-        out[name.strip()] = {k: _num(v) for k, v in row.items()}
+        rows = raw_rows(rest)
+        if rows:
+            out[name.strip()] = {k: _num(v) for k, v in rows[0].items()}
     return out
 
 
@@ -46,6 +42,32 @@ def softmax_rows() -> list:
         out.append((n, b, h, b * h * n * n * 2,
                     32 * m["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"],
                     m["l1tex__m_xbar2l1tex_read_bytes.sum"]))
+    return out
+
+
+def validation_softmax_rows() -> list:
+    """(row id, N, the schedule's softmax L2 → SM bytes over Nsight Compute's) for every
+    standard row of the H200 validation whose softmax kernel is in its per-kernel file."""
+    import csv
+    import yaml
+    from iosim.algorithms import build_schedule
+    from iosim.analysis.validate import sweep_pairs
+    from iosim.problem import PROBLEM_KEYS, AttentionProblem
+    out = []
+    for _topic, sweep, measured in sweep_pairs():
+        configs = {c["id"]: c for c in yaml.safe_load(sweep.read_text())["configs"]}
+        kernels = measured.with_name(measured.stem + "_kernels.csv")
+        if not kernels.is_file():
+            continue
+        for r in csv.DictReader(kernels.open()):
+            c = configs.get(r["id"])
+            if r["kernel"] != "std_softmax" or c is None:
+                continue
+            p = AttentionProblem(**{k: c[k] for k in PROBLEM_KEYS if k in c})
+            k = next(k for k in build_schedule(p, "h200-calibrated", "standard").kernels
+                     if k.name == "std_fwd_softmax")
+            out.append((r["id"], p.seq_kv,
+                        k.totals().bytes_loaded / float(r["l2_to_sm_read_bytes"])))
     return out
 
 
@@ -81,6 +103,10 @@ def main() -> None:
         model = sc.rows_read_bytes(0, 2, 2 * n) / (4 * n)
         print(f"  N {n:5d} B {b} H {h:2d}: requested {req / s:.4f}  L2->SM {xbar / s:.4f}"
               f"  model {model:.4f} ({model / (xbar / s) - 1:+.2%})")
+    print("\nthe H200 validation's softmax kernels: the schedule's L2 -> SM bytes against "
+          "Nsight Compute's (16-byte path: N a multiple of 8)")
+    for rid, n, ratio in sorted(validation_softmax_rows(), key=lambda t: t[1]):
+        print(f"  N {n:5d} {'16-byte' if n % 8 == 0 else 'scalar ':7s} {ratio - 1:+.2%}  {rid}")
 
 
 if __name__ == "__main__":

@@ -60,10 +60,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .common import SECTOR_BYTES     # the L2's sector, what an L1 request fetches
+
 VECTOR_ACCESS_BYTES = 16          # LDG.E.128 / STG.E.128 per lane
 SCALAR_ACCESS_BYTES = 2           # LDG.E.U16 per lane
 WARP_LANES = 32
-SECTOR_BYTES = 32                 # the L2's sector, what an L1 request fetches
 
 # warp instructions per row of S = a·N + b + c·trips (row_load_trips), by path: Nsight
 # Compute's smsp__inst_executed, measurements/h100/softmax_issue/, fitted by

@@ -1,5 +1,5 @@
 """A CTA's fixed cost in a full grid: the project's FA-2 and FA-3 forward kernels at one grid
-(N_q 1024, B 16, H 16: 2048 CTAs of 128 rows, 1366 of FA-3's 192 at d 64) while each CTA's
+(N_q 1024, B 16, H 16: 2048 CTAs of 128 rows, 1536 of FA-3's 192 at d 64) while each CTA's
 KV loop grows (N_kv 128 … 4096). Time = waves × (fixed + steps × step): the slope is a CTA
 step's cost with every SM busy, the intercept what a CTA costs beside its loop (prologue,
 epilogue, turnover) under the same load; the model's own line (its predictions at the same
