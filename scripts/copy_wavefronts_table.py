@@ -71,6 +71,31 @@ def validation_softmax_rows() -> list:
     return out
 
 
+# flash-attention's forward tiles on an H100 (validate.implementation_tiling), used for both
+# kernels of the timing rows
+TILES = {64: dict(block_q=128, block_kv=128, warps=4), 128: dict(block_q=128, block_kv=64, warps=4)}
+
+
+def timed_rows() -> list:
+    """The timing rows of a d the project's kernels run (64, 128)."""
+    rows = json.loads((DATA / "copy_times_h100.json").read_text())
+    return [r for r in rows if "time_s" in r and r["d"] in TILES]
+
+
+def predicted_s(row: dict) -> float:
+    """The `h100` config's time for a timing row (warm protocol, its clock law): torch's rows
+    as flash-attention's kernel (`kernel="torch-flash"`), the others as fa2_fwd.cu."""
+    from iosim.algorithms import build_schedule
+    from iosim.clock import sustained_simulation
+    from iosim.hardware import load_gpu
+    from iosim.problem import AttentionProblem
+    p = AttentionProblem(batch=row["batch"], heads_q=row["heads"], seq_q=row["n"],
+                         head_dim=row["d"])
+    kw = dict(TILES[row["d"]], **({"kernel": "torch-flash"} if row["kernel"] == "torch" else {}))
+    s = build_schedule(p, "h100", "fa2", **kw)
+    return sustained_simulation(s, load_gpu("h100"), time_protocol="warm")[0].time_s
+
+
 def main() -> None:
     from iosim.algorithms import softmax_code as sc
     times = json.loads((DATA / "copy_times_h100.json").read_text())
@@ -83,6 +108,11 @@ def main() -> None:
         ratio = f"{f / t:.3f}" if t and f else "  -  "
         print(f"  d {d:3d} N {n:5d} B {b} H {h:2d}: torch {t * 1e6 if t else float('nan'):7.1f}"
               f"  fa2_fwd {f * 1e6 if f else float('nan'):7.1f}  fa2/torch {ratio}")
+    print("\nthe h100 config against those times")
+    for r in timed_rows():
+        t = predicted_s(r)
+        print(f"  {r['kernel']:5s} d {r['d']:3d} N {r['n']:5d}: measured {r['time_s'] * 1e6:7.1f}"
+              f"  model {t * 1e6:7.1f} us ({t / r['time_s'] - 1:+.1%})")
     print("\nNsight Compute (H100), per CTA and KV step")
     cols = (("inst", "smsp__inst_executed.sum"), ("ldgsts", "smsp__inst_executed_op_ldgsts.sum"),
             ("ldsm", "smsp__inst_executed_op_ldsm.sum"),

@@ -2,29 +2,13 @@
 measured on an H100 SXM (measurements/h100/copy_wavefronts/copy_times_h100.json: CUDA events,
 torch's flash forward and the project's fa2_fwd.cu at flash-attention's tiles, shapes of no
 dataset): a GPU other than the one the model's figures were measured on."""
-import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from iosim.algorithms import build_schedule
-from iosim.clock import sustained_simulation
-from iosim.hardware import load_gpu
-from iosim.problem import AttentionProblem
-
-TIMES = Path(__file__).resolve().parents[1] / "measurements/h100/copy_wavefronts/copy_times_h100.json"
-TILES = {64: dict(block_q=128, block_kv=128, warps=4), 128: dict(block_q=128, block_kv=64, warps=4)}
-
-
-def _rows() -> list:
-    return [r for r in json.loads(TIMES.read_text()) if "time_s" in r and r["d"] in TILES]
-
-
-def _predict(r) -> float:
-    p = AttentionProblem(batch=r["batch"], heads_q=r["heads"], seq_q=r["n"], head_dim=r["d"])
-    kw = dict(TILES[r["d"]], **({"kernel": "torch-flash"} if r["kernel"] == "torch" else {}))
-    s = build_schedule(p, "h100", "fa2", **kw)
-    return sustained_simulation(s, load_gpu("h100"), time_protocol="warm")[0].time_s
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from copy_wavefronts_table import predicted_s as _predict, timed_rows as _rows  # noqa: E402
 
 
 def test_the_h100_config_predicts_the_h100_kernels_within_six_percent():
