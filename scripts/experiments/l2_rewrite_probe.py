@@ -33,7 +33,7 @@ extern "C" __global__ void l2rewrite(int4* a, long long na, int4* h, long long n
     const long long g = gridDim.x, c = blockIdx.x;
     const long long pa = (na + g - 1) / g, ph = (nh + g - 1) / g;
     const long long a0 = c * pa, a1 = min(na, a0 + pa), h0 = c * ph, h1 = min(nh, h0 + ph);
-    volatile int4 local[2];
+    volatile int local[8];
     const int rounds = mode == 1 ? 64 : 1;
     const int per_round = mode == 1 ? k / 64 : k;
     const long long ra = (pa + rounds - 1) / rounds;
@@ -43,16 +43,14 @@ extern "C" __global__ void l2rewrite(int4* a, long long na, int4* h, long long n
             __stcg(a + i, make_int4((int)i, r, 2, 3));
         for (int p = 0; p < per_round; ++p) {
             if (mode == 2) {
-                const int j = (threadIdx.x + p) & 1;
-                local[j] = make_int4(p, j, r, 5);
-                local[j ^ 1] = make_int4(p, j, r, 6);
+                for (int q = 0; q < 8; ++q) local[(threadIdx.x + p + q) & 7] = p + q + r;
             } else {
                 for (long long i = h0 + threadIdx.x; i < h1; i += blockDim.x)
                     __stcg(h + i, make_int4((int)i, p, r, 4));
             }
         }
     }
-    if (mode == 2 && local[threadIdx.x & 1].x == 0x7f3a2b1c) out[0] = 1;
+    if (mode == 2 && local[threadIdx.x & 7] == 0x7f3a2b1c) out[0] = 1;
 }
 """
 MODES = {"then": 0, "inter": 1, "local_then": 2}
