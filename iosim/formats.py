@@ -164,6 +164,16 @@ class MeasurementRow(BaseModel):
         return _blank_to_none(v)
 
 
+class KernelRow(BaseModel):
+    """One row of measured_h200*_kernels.csv: one kernel of a configuration's run, in launch
+    order (kernel_index), as Nsight Compute named it. Other columns pass through."""
+
+    model_config = ConfigDict(extra="allow")
+    id: StrictStr = Field(min_length=1)
+    kernel_index: int = Field(ge=0)
+    kernel: StrictStr = Field(min_length=1)
+
+
 # ---- loaders ----------------------------------------------------------------------------
 def load_scenario_file(path: Path) -> dict:
     """A scenario's fields that are set, validated."""
@@ -203,6 +213,27 @@ def load_measurements(path: Path) -> dict:
             raise IosimError(f"{Path(path).name}:line {line}:id: {m.id!r} appears twice")
         out[m.id] = row
     return out
+
+
+def load_kernel_names(path: Path) -> dict:
+    """{config id: [kernel names in launch order]} of a per-kernel measurement CSV
+    (measured_h200*_kernels.csv), every row validated; {} where the file does not exist."""
+    if not Path(path).is_file():
+        return {}
+    rows = list(csv.DictReader(io.StringIO(read_text(path, "kernels CSV"))))
+    runs: dict = {}
+    for line, row in enumerate(rows, start=2):
+        try:
+            k = KernelRow.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {err['msg']}") from None
+        if k.kernel_index in runs.setdefault(k.id, {}):
+            raise IosimError(f"{Path(path).name}:line {line}: kernel {k.kernel_index} of "
+                             f"{k.id!r} appears twice")
+        runs[k.id][k.kernel_index] = k.kernel
+    return {i: [ks[n] for n in sorted(ks)] for i, ks in runs.items()}
 
 
 # ---- what iosim writes ------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The standard-attention rows of the H200 dataset predicted twice: with the GEMM tiles the
-model's rule picks (standard.gemm_tile, what `iosim validate` scores) and with the tiles cuBLAS
-ran, read from the kernel names Nsight Compute recorded (algorithms/cublas_tiles.py:
-`gemm_tiles`). Per kernel: L2→SM bytes and time against Nsight Compute's, and the kernel's
+model's rule picks (standard.gemm_tile, what `iosim run` uses for a problem nobody measured)
+and with the tiles cuBLAS ran, read from the kernel names Nsight Compute recorded
+(validate.gemm_tiling, what `iosim validate` scores). Per kernel: L2→SM bytes and time against Nsight Compute's, and the kernel's
 counted L2→SM rate (Nsight Compute's bytes over its time; above the port's measured 7.14 TB/s
 only where a cluster multicasts). Per row and over all rows: time and L2→SM against the sums
 over the row's kernels (what `iosim validate` scores).
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from iosim.algorithms import build_schedule, standard
-from iosim.algorithms.cublas_tiles import from_kernel_names
-from iosim.analysis.validate import PROBLEM_KEYS, _predict_one
+from iosim.algorithms import build_schedule
+from iosim.analysis.validate import PROBLEM_KEYS, _predict_one, gemm_tiling
+from iosim.formats import load_kernel_names
 from iosim.problem import AttentionProblem
 
 DATA = Path(__file__).resolve().parents[1] / "iosim/data/validation"
@@ -34,14 +34,15 @@ def rows() -> list:
         for c in yaml.safe_load(f.read_text())["configs"]:
             cfgs[c["id"]] = c
     for f in sorted(DATA.glob("measured_h200*_kernels.csv")):
+        kernels.update({i: [{"kernel": n} for n in ns] for i, ns in load_kernel_names(f).items()})
         for r in csv.DictReader(open(f)):
-            kernels.setdefault(r["id"], []).append(r)
+            kernels[r["id"]][int(r["kernel_index"])].update(r)
     out = []
     for id_, ks in sorted(kernels.items()):
         c = cfgs.get(id_)
-        if c is None or c["algorithm"] != "standard" or c.get("direction", "fwd") != "fwd":
+        if c is None or c["impl"] != "iosim" or c.get("direction", "fwd") != "fwd":
             continue
-        tiles = from_kernel_names([k["kernel"] for k in ks], standard.FORWARD_GEMMS)
+        tiles = gemm_tiling(c, [k["kernel"] for k in ks]).get("gemm_tiles")
         if tiles:
             out.append((id_, c, ks, tiles))
     return out

@@ -74,44 +74,25 @@ def _project(rows):
     return [r for r in rows if r.impl == "iosim"]
 
 
-# Standard attention off the powers of two, where cuBLAS ran tiles standard.gemm_tile's rule
-# does not pick (holdout N 3000: 128x304 and 64x304 on persistent grids, -5.2%; N 6144: 192x192,
-# +4.3%; oddn N 2944: 176x128, -9.1%; N 2000: 256x144, +3.5%; N 7000: 128x320, +2.4% since the
-# softmax's extra sectors no longer offset its S tile's +9% (N 5000 within 1% for the same
-# reason); oddn holdout 128x304 ... 192x208, N 4200 / 4800 beyond 1% too), and N 3500
-# (Ampere cutlass kernels: its pitch is off 16 bytes, -1.5%). Since TMA boxes count the sectors
-# their rows touch (measurements/h200/tma_pitch/), the rows' errors are those of the tile:
-# with the tiles cuBLAS ran, their QK and PV kernels come within 0.3% except under cuBLAS's
-# 2x4 / 4x1 / 1x4 clusters (benchmarks/results/cublas_given_tiles.txt).
-# measurements/h200/gemm_pitch/README.md, measurements/h200/oddn_holdout/README.md. Named, so
-# that any other row leaving the budget still fails these tests.
-# The fallback holdout set (pitch off 16 bytes, cuBLAS's CUTLASS kernels): cuBLAS's tile and
-# CUTLASS's swizzled launch order are not the model's first tile in row order (it ran
-# 128x256_32x3 for S at N 2050 / 2730, 64x64 and 128x128 for P V on small grids; N 6006's
-# 128-row P V tile is now the model's: cublas_fallback.spread_over_sms);
-# measurements/h200/fallback_holdout/README.md
+# The standard rows are predicted with the tiles cuBLAS ran, read from their kernels' names
+# (validate.gemm_tiling; the rule's own picks are scored by scripts/cublas_given_tiles.py).
+# Beyond 1% are the rows whose GEMMs ran CUTLASS's fallback kernels (pitch off 16 bytes), whose
+# names the model does not follow: cuBLAS's tile and CUTLASS's swizzled launch order are not
+# the model's first tile in row order (it ran 128x256_32x3 for S at N 2050 / 2730, 64x64 and
+# 128x128 for P V on small grids; N 6006's 128-row P V tile is the model's:
+# cublas_fallback.spread_over_sms; N 3500: -1.5%); measurements/h200/fallback_holdout/README.md.
+# And N 1800 (+1.1%), whose softmax reads 4% more than Nsight Compute counts: at that N the L1
+# also keeps 6-60% of an earlier unrolled block's sectors (measurements/h100/copy_wavefronts/).
+# Named, so that any other row leaving the budget still fails these tests.
 FALLBACK_TILES = {"iosim-standard-fwd-N1001-d64-H16-B4-fp16-full",
                   "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
                   "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
                   "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
                   "iosim-standard-fwd-N3333-d64-H8-B2-fp16-full",
                   "iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
-                  "iosim-standard-fwd-N5123-d64-H4-B1-fp16-causal"}
-CUBLAS_ODD_TILES = {"iosim-standard-fwd-N3000-d64-H12-B2-fp16-full",
-                    "iosim-standard-fwd-N6144-d128-H16-B1-fp16-causal",
-                    "iosim-standard-fwd-N2944-d64-H16-B1-fp16-full",
-                    "iosim-standard-fwd-N2000-d128-H16-B2-fp16-full",
-                    "iosim-standard-fwd-N7000-d64-H4-B1-fp16-causal",
-                    "iosim-standard-fwd-N4200-d128-H4-B1-fp16-full",
-                    "iosim-standard-fwd-N4800-d64-H6-B1-fp16-causal",
-                    "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal",
-                    "iosim-standard-fwd-N1800-d64-H16-B2-fp16-full",
-                    "iosim-standard-fwd-N2200-d128-H8-B2-fp16-causal",
-                    "iosim-standard-fwd-N2600-d64-H12-B2-fp16-full",
-                    "iosim-standard-fwd-N3200-d128-H8-B1-fp16-full",
-                    "iosim-standard-fwd-N3400-d64-H8-B2-fp16-causal",
-                    "iosim-standard-fwd-N5600-d64-H4-B1-fp16-full",
-                    "iosim-standard-fwd-N6200-d128-H2-B1-fp16-full"} | FALLBACK_TILES
+                  "iosim-standard-fwd-N5123-d64-H4-B1-fp16-causal",
+                  "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"}
+CUBLAS_ODD_TILES = {"iosim-standard-fwd-N1800-d64-H16-B2-fp16-full"} | FALLBACK_TILES
 
 
 def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_percent(validation_dataset):
@@ -123,17 +104,12 @@ def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_pe
 
 
 def test_project_rows_beyond_five_percent_l2_to_sm_are_cublas_odd_tiles(validation_dataset):
-    # where the replayed schedules stand today (worst otherwise: N 3400, -3.8%)
+    # where the replayed schedules stand today (worst otherwise: N 2730, -2.6%)
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
     assert len(errs) >= 20
     assert {k for k, v in errs.items() if abs(v) > 0.05} == {
-        "iosim-standard-fwd-N3000-d64-H12-B2-fp16-full",
-        "iosim-standard-fwd-N2944-d64-H16-B1-fp16-full",
-        "iosim-standard-fwd-N1800-d64-H16-B2-fp16-full",
-        "iosim-standard-fwd-N2200-d128-H8-B2-fp16-causal",
-        "iosim-standard-fwd-N3200-d128-H8-B1-fp16-full",
         "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
         "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
         "iosim-standard-fwd-N3333-d64-H8-B2-fp16-full",

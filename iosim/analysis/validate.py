@@ -33,6 +33,7 @@ from pathlib import Path
 import click
 
 from ..errors import IosimError
+from ..formats import load_kernel_names
 from ..formats import load_measurements as load_measurement_rows
 from ..formats import load_sweep
 from ..paths import VALIDATION_DIR
@@ -72,6 +73,7 @@ class Row:
     measured_dram_write_bytes: float | None = None
     predicted_dram_read_bytes: float | None = None
     predicted_dram_write_bytes: float | None = None
+    tiling: dict | None = None      # what the schedule was told the kernels launched (row_tiling)
 
     @property
     def group(self) -> tuple:
@@ -229,9 +231,7 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
     stages, warps), so that the prediction is of the schedule that ran even after a
     generator's defaults change. Forward rows only: the columns record the forward pass.
     Not the standard schedule's: its GEMMs are cuBLAS's, which picks its tile by its own
-    heuristic (standard.gemm_tile) whatever the columns say. The tiles it ran are in the
-    kernels' names (algorithms/cublas_tiles.py); scripts/cublas_given_tiles.py predicts the
-    standard rows with them, for comparison."""
+    heuristic whatever the columns say (gemm_tiling)."""
     if cfg.get("direction", "fwd") != "fwd" or cfg.get("algorithm") == "standard":
         return {}
     out = {}
@@ -242,16 +242,40 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
     return out
 
 
-def row_tiling(cfg: dict, m: dict, gpu) -> dict:
-    """What the row's kernels launched: the project's kernels as measured, an external
-    implementation by its own launch rules."""
+def gemm_tiling(cfg: dict, kernel_names: list | None) -> dict:
+    """The tiles cuBLAS ran for a standard-attention row's GEMMs, read from the names Nsight
+    Compute recorded for its kernels (algorithms/cublas_tiles.py: nvjet's names state the tile,
+    its stages and its thread-block cluster), as torch flash's rows are described by the tiles
+    its launcher picks: the prediction is of the kernels that ran. Where the names state no
+    tile (CUTLASS's fallback kernels off the 16-byte pitch, algorithms/cublas_fallback.py) or
+    were not recorded, the schedule keeps its rule (standard.gemm_tile), which is what
+    `iosim run` uses for a problem nobody has measured; scripts/cublas_given_tiles.py scores
+    the rule against the names."""
+    if cfg.get("algorithm") != "standard" or not kernel_names:
+        return {}
+    from ..algorithms.cublas_tiles import from_kernel_names
+    from ..algorithms.standard import BACKWARD_GEMMS, FORWARD_GEMMS
+    direction = cfg.get("direction", "fwd")
+    gemms = ((FORWARD_GEMMS if direction in ("fwd", "fwd+bwd") else ())
+             + (BACKWARD_GEMMS if direction in ("bwd", "fwd+bwd") else ()))
+    tiles = from_kernel_names(kernel_names, gemms)
+    return {"gemm_tiles": tiles} if tiles else {}
+
+
+def row_tiling(cfg: dict, m: dict, gpu, kernel_names: list | None = None) -> dict:
+    """What the row's kernels launched: the project's kernels as measured (their tiling
+    columns; cuBLAS's GEMMs by their kernel names), an external implementation by its own
+    launch rules."""
     if cfg.get("impl") == "iosim":
-        return measured_tiling(cfg, m)
+        return measured_tiling(cfg, m) or gemm_tiling(cfg, kernel_names)
     return implementation_tiling(cfg, gpu)
 
 
 def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str = "sim",
-                 topic: str = "sweep", results: dict | None = None) -> list:
+                 topic: str = "sweep", results: dict | None = None,
+                 kernel_names: dict | None = None) -> list:
+    """One Row per configuration with a measurement; kernel_names: {config id: the names of
+    its kernels in launch order} (formats.load_kernel_names), for the tiles cuBLAS ran."""
     gpu = gpu or sweep.get("gpu", "h200-calibrated")
     if model != "sim":
         raise IosimError("validation predicts with the simulator (model 'sim') only")
@@ -262,7 +286,8 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
             continue
         todo.append((pos, cfg, m))
     jobs = [({k: cfg[k] for k in PROBLEM_KEYS if k in cfg}, cfg["algorithm"], gpu,
-             row_tiling(cfg, m, gpu)) for _pos, cfg, m in todo]
+             row_tiling(cfg, m, gpu, (kernel_names or {}).get(cfg["id"])))
+            for _pos, cfg, m in todo]
     if results is None:
         results = _run_jobs(jobs)
     rows = []
@@ -280,7 +305,7 @@ def predict_rows(sweep: dict, measured: dict, gpu: str | None = None, model: str
             predicted_dram_bytes=a["dram_bytes"], dataset=topic, breakdown=a.get("breakdown"),
             measured_dram_read_bytes=dram_r, measured_dram_write_bytes=dram_w,
             predicted_dram_read_bytes=a.get("dram_read_bytes"),
-            predicted_dram_write_bytes=a.get("dram_write_bytes")))
+            predicted_dram_write_bytes=a.get("dram_write_bytes"), tiling=job[3] or None))
     return rows
 
 
@@ -350,10 +375,11 @@ def validate_dataset(sweep_path: Path | None = None, measured_path: Path | None 
     for topic, sp, mp in pairs:
         sweep = load_sweep(Path(sp))           # typed (formats.SweepFile)
         measured = load_measurements(Path(mp))
-        loaded.append((topic, sp, mp, sweep, measured))
+        names = load_kernel_names(Path(mp).with_name(Path(mp).stem + "_kernels.csv"))
+        loaded.append((topic, sp, mp, sweep, measured, names))
     rows = []
-    for topic, sp, mp, sweep, measured in loaded:
-        got = predict_rows(sweep, measured, gpu, topic=topic)
+    for topic, sp, mp, sweep, measured, names in loaded:
+        got = predict_rows(sweep, measured, gpu, topic=topic, kernel_names=names)
         if not got:
             raise IosimError(f"no configuration of {sp} has a measurement in {mp}")
         rows += got
