@@ -331,14 +331,14 @@ def line_misaligned_dram_factor(gpu) -> float:
 def fragment_store_l2_cost(gpu) -> float:
     """L2↔SM bytes of port time one byte of a plain store in the fragment layout takes: the
     L2 bandwidth over the rate at which the L2 takes such stores from all SMs together
-    (GpuSpec.l2_fragment_store_bandwidth_bytes_per_s; 1 where not given). H200: 1.05 TB/s
+    (GpuSpec.l2_fragment_store_bandwidth_bytes_per_s; 1 where not given). H200: 0.92 TB/s
     (264 CTAs storing 64 KB each at once; coalesced stores 3.3-3.4 TB/s by the same measure;
     measurements/h200/store_layout/store_layout_h200.json), as the fragment-layout atomics
     (reduce_l2_cost): the half-sector, 8-line writes, not the atomicity, set that rate. No GPU
     config gives the figure (an experiment switch): charged so, exact mode queues a wave's
     end-of-CTA stores at that rate in one burst and the fast mode does not (3-9% apart on
     small problems), and the measurement itself shows 132 SMs storing at once slowed less
-    (1.2-1.4 TB/s, issue +0-50%) than a FIFO at 1.05 TB/s would (docs/validation.md)."""
+    (1.2-2.0 TB/s, issue +0-23%) than a FIFO at 0.92 TB/s would (docs/validation.md)."""
     rate = getattr(gpu, "l2_fragment_store_bandwidth_bytes_per_s", None)
     return max(1.0, gpu.l2_bandwidth_bytes_per_s / rate) if rate else 1.0
 

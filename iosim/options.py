@@ -110,7 +110,9 @@ TILING_OPTIONS = {
                          help="standard: the tiles cuBLAS runs, e.g. "
                               "'std_fwd_qk=200x128x5/1x2;std_fwd_pv=184x64x6' (rows x cols x "
                               "stages, then an optional cluster of rows x cols CTAs; an nvjet "
-                              "kernel name states them) [the model's rule]."),
+                              "kernel name states them; where S's pitch is off 16 bytes, a CUTLASS "
+                              "fallback kernel's name, e.g. 'std_fwd_pv=cutlass_80_tensorop_f16_"
+                              "s16816gemm_f16_64x64_64x4_nn_align2') [the model's rule]."),
 }
 
 MODEL_OPTIONS = {

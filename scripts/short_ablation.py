@@ -1,13 +1,13 @@
 """The fragment-store charges one at a time: the validation's N 512 rows under
 sustained_simulation (as `iosim validate`), and fast vs exact mode on tests/test_sim_modes.py's
-problems, with the GPU config's figures switched off or on (the chip-wide rate 1.048 TB/s is in
+problems, with the GPU config's figures switched off or on (the chip-wide rate 0.92 TB/s is in
 no config: `l2` and `all+l2` switch it on). Run from the repository root:
 python scripts/short_ablation.py"""
 from iosim import AttentionProblem, build_schedule, load_gpu
 from iosim.clock import sustained_simulation
 from iosim.sim import simulate
 
-CHIP = 1.048e12
+CHIP = 0.9205e12    # tests/test_store_layout.py CHIP_RATE
 OFF = dict(fragment_store_issue_cycles_per_byte=None, cta_turnover_fragment_store_cycles=None)
 VARIANTS = {"none": OFF,
             "issue": dict(cta_turnover_fragment_store_cycles=None),

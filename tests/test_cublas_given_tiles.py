@@ -133,7 +133,7 @@ def _nvjet_kernels():
         if c is None or c["algorithm"] != "standard" or c.get("direction", "fwd") != "fwd":
             continue
         tiles = from_kernel_names([ks[i]["kernel"] for i in sorted(ks)], standard.FORWARD_GEMMS)
-        if tiles:
+        if tiles and "cutlass" not in tiles:        # nvjet kernels (the fallback's: elsewhere)
             problem = AttentionProblem(**{k: c[k] for k in PROBLEM_KEYS if k in c})
             out += [(id_, problem, i, tiles, float(ks[i]["l2_to_sm_read_bytes"])) for i in (0, 2)]
     return out

@@ -51,17 +51,24 @@ def test_issue_cost_does_not_depend_on_the_sms_storing_up_to_66():
                     pytest.approx(one, rel=0.12)
 
 
-CHIP_RATE = 1.048e12     # docs/validation.md, mechanism table: measured, not in the GPU configs
+CHIP_RATE = 0.9205e12    # docs/validation.md, mechanism table: measured, not in the GPU configs
 
 
 def test_chip_rate_is_the_measured_median_with_every_sm_storing_twice():
-    clock_hz = 1.98e9        # nvidia-smi after the run (measurements/h200/store_layout/smi.txt)
-    rates = [264 * 65536 / (_row("fragment", rb, th, 65536, 264)["drain_cycles_median"] / clock_hz)
+    """All CTAs' bytes over the %globaltimer span until the last one's stores are acknowledged
+    (seconds, no clock assumed); the median CTA's clock64 drain read at nvidia-smi's 1.98 GHz
+    gave 1.048 TB/s, but over the same span those cycles run at 1.7-1.8 GHz."""
+    rates = [_row("fragment", rb, th, 65536, 264)["chip_bytes_per_s"]
              for rb in (256, 128) for th in (128, 256)]
-    assert statistics.median(rates) == pytest.approx(CHIP_RATE, rel=0.01)
+    assert statistics.median(rates) == pytest.approx(CHIP_RATE, rel=0.005)
+    row = _row("fragment", 256, 128, 65536, 264)
+    assert 1.6e9 < row["drain_cycles_median"] / (row["span_ns_median"] * 1e-9) < 1.8e9
     # coalesced stores of the same bytes are served over 3x faster by the same measure
     coal = _row("coalesced", 256, 256, 65536, 264)
-    assert 264 * 65536 / (coal["drain_cycles_median"] / clock_hz) > 3 * statistics.median(rates)
+    assert coal["chip_bytes_per_s"] > 3 * statistics.median(rates)
+    # one CTA per SM storing 32 KB in 128-byte rows is not held to it (2.0 TB/s): a FIFO at
+    # that rate is not the whole story (why no config charges it)
+    assert _row("fragment", 128, 128, 32768, 132)["chip_bytes_per_s"] > 2 * CHIP_RATE
 
 
 def test_chip_rate_is_not_in_the_gpu_configs():

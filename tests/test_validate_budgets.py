@@ -74,25 +74,22 @@ def _project(rows):
     return [r for r in rows if r.impl == "iosim"]
 
 
-# The standard rows are predicted with the tiles cuBLAS ran, read from their kernels' names
-# (validate.gemm_tiling; the rule's own picks are scored by scripts/cublas_given_tiles.py).
-# Beyond 1% are the rows whose GEMMs ran CUTLASS's fallback kernels (pitch off 16 bytes), whose
-# names the model does not follow: cuBLAS's tile and CUTLASS's swizzled launch order are not
-# the model's first tile in row order (it ran 128x256_32x3 for S at N 2050 / 2730, 64x64 and
-# 128x128 for P V on small grids; N 6006's 128-row P V tile is the model's:
-# cublas_fallback.spread_over_sms; N 3500: -1.5%); measurements/h200/fallback_holdout/README.md.
-# And N 1800 (+1.1%), whose softmax reads 4% more than Nsight Compute counts: at that N the L1
+# The standard rows are predicted with the kernels cuBLAS ran, read from their names
+# (validate.gemm_tiling: nvjet's tiles and clusters, CUTLASS's fallback kernels with their
+# launch as Nsight Compute measured it; the rule's own picks are scored by
+# scripts/cublas_given_tiles.py). Beyond 1% are rows whose fallback kernels read 2-6% less
+# than Nsight Compute counts (P V at N 1500 / 2050 / 2730 / 3500: -6.5 / -4.6 / -5.1 / -4.0%;
+# the align1 S kernels at N 1001 / 4097 +0.5 / +4.1%, benchmarks/results/cublas_given_tiles.txt),
+# and N 1800 (+1.1%), whose softmax reads 4% more than Nsight Compute counts: at that N the L1
 # also keeps 6-60% of an earlier unrolled block's sectors (measurements/h100/copy_wavefronts/).
 # Named, so that any other row leaving the budget still fails these tests.
-FALLBACK_TILES = {"iosim-standard-fwd-N1001-d64-H16-B4-fp16-full",
-                  "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
-                  "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
-                  "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
-                  "iosim-standard-fwd-N3333-d64-H8-B2-fp16-full",
-                  "iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
-                  "iosim-standard-fwd-N5123-d64-H4-B1-fp16-causal",
-                  "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"}
-CUBLAS_ODD_TILES = {"iosim-standard-fwd-N1800-d64-H16-B2-fp16-full"} | FALLBACK_TILES
+FALLBACK_KERNELS = {"iosim-standard-fwd-N1001-d64-H16-B4-fp16-full",
+                    "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
+                    "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
+                    "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
+                    "iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
+                    "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"}
+CUBLAS_ODD_TILES = {"iosim-standard-fwd-N1800-d64-H16-B2-fp16-full"} | FALLBACK_KERNELS
 
 
 def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_percent(validation_dataset):
@@ -103,17 +100,13 @@ def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_pe
     assert {k for k, v in errs.items() if abs(v) > 0.01} == CUBLAS_ODD_TILES
 
 
-def test_project_rows_beyond_five_percent_l2_to_sm_are_cublas_odd_tiles(validation_dataset):
-    # where the replayed schedules stand today (worst otherwise: N 2730, -2.6%)
+def test_no_project_row_is_beyond_five_percent_l2_to_sm(validation_dataset):
+    # where the replayed schedules stand today: worst N 1500 / N 2050, -3.2%
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
     assert len(errs) >= 20
-    assert {k for k, v in errs.items() if abs(v) > 0.05} == {
-        "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
-        "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
-        "iosim-standard-fwd-N3333-d64-H8-B2-fp16-full",
-        "iosim-standard-fwd-N5123-d64-H4-B1-fp16-causal"}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
 
 
 @NOT_YET

@@ -38,12 +38,16 @@ def test_a_kernel_listed_twice_is_a_clear_error(tmp_path):
         load_kernel_names(f)
 
 
-def test_only_standard_rows_with_nvjet_names_get_given_tiles():
+def test_only_standard_rows_with_known_kernel_names_get_given_tiles():
     fallback = ["void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16_256x128_32x3_tn_align2>"
                 "(T1::Params)", "std_softmax",
                 "void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2>"
                 "(T1::Params)"]
-    assert gemm_tiling(STANDARD, fallback) == {}
+    assert gemm_tiling(STANDARD, fallback) == {"gemm_tiles": (
+        "std_fwd_qk=cutlass_80_tensorop_f16_s16816gemm_f16_256x128_32x3_tn_align2;"
+        "std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")}
+    # a kernel whose launch was never measured leaves the row to the rule
+    assert gemm_tiling(STANDARD, fallback[:2] + [fallback[2].replace("64x64_64x4", "32x32_64x9")]) == {}
     assert gemm_tiling(STANDARD, None) == {}
     assert gemm_tiling(dict(STANDARD, algorithm="fa2"), ["fa2_fwd"]) == {}
     # an external implementation keeps its own launch rules whatever its kernels' names
@@ -57,6 +61,10 @@ def test_the_validation_rows_record_the_tiles_they_were_predicted_with(validatio
     assert rows[N2200].tiling == {"gemm_tiles": "std_fwd_qk=200x128x5/1x2;std_fwd_pv=184x64x6/1x2"}
     standard = [r for r in rows.values() if r.algorithm == "standard" and r.impl == "iosim"]
     given = [r for r in standard if r.tiling and "gemm_tiles" in r.tiling]
-    assert len(given) >= 20
-    # and with them every nvjet row's L2->SM bytes is within 1.2% of Nsight Compute's
-    assert max(abs(r.l2_err) for r in given) < 0.012
+    nvjet = [r for r in given if "cutlass" not in r.tiling["gemm_tiles"]]
+    fallback = [r for r in given if "cutlass" in r.tiling["gemm_tiles"]]
+    assert len(nvjet) >= 20 and len(fallback) >= 9
+    # and with them every nvjet row's L2->SM bytes is within 1.2% of Nsight Compute's, every
+    # fallback row's within 3.5% (was 22.1% with the rule's first tile)
+    assert max(abs(r.l2_err) for r in nvjet) < 0.012
+    assert max(abs(r.l2_err) for r in fallback) < 0.035

@@ -44,6 +44,7 @@ whole step is charged as latency (copy issue 0).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 TMA_STRIDE_ALIGN_BYTES = 16
@@ -104,6 +105,75 @@ class FallbackTile:
     kernel: str
     regime: Regime
     registers: int      # per thread, as ncu measured the kernel (launch__registers_per_thread)
+    warp_rows: int = WARP_ROWS    # rows of the output tile one warp computes
+
+    def text(self) -> str:
+        """How a gemm_tiles item names it: the kernel's own name (a given kernel's full name)."""
+        return self.kernel
+
+
+# The launch of each fallback kernel cuBLAS has run on the H200, as Nsight Compute measured it:
+# (threads per CTA, registers per thread). measurements/h200/fallback_holdout/ncu_raw_fallback.txt,
+# cublas_align2/cublas_align2_ncu.csv, cublas_align1/cublas_align1_ncu.csv (launch__block_size,
+# launch__registers_per_thread; the shared memory each states, launch__shared_mem_per_block_dynamic,
+# is its stages' A and B panels: stages x (rows + cols) x K step x 2 bytes, as gemm_smem_bytes
+# counts them).
+MEASURED_LAUNCH = {
+    "cutlass_80_tensorop_f16_s16816gemm_f16_256x128_32x3_tn_align2": (256, 218),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_128x256_32x3_tn_align2": (256, 218),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_128x256_64x3_nn_align2": (256, 226),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_64x256_64x4_nn_align2": (128, 234),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_128x128_64x3_nn_align2": (128, 240),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_64x128_64x3_nn_align2": (128, 154),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2": (64, 156),
+    "cutlass_80_tensorop_f16_s16816gemm_f16_128x128_32x4_nt_align2": (128, 222),
+    "cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1": (128, 254),
+    "cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1": (128, 252),
+    "cutlass_75_tensorop_f16_s1688gemm_f16_64x64_nn_align1": (128, 96),
+    "cutlass_75_tensorop_f16_s1688gemm_f16_128x256_nt_align1": (256, 226),
+}
+_NAME = re.compile(r"cutlass_(?:80|75)_tensorop_f16_s\d+gemm_f16_(\d+)x(\d+)(?:_(\d+)x(\d+))?"
+                   r"_([nt][nt])_align([12])")
+ALIGN1_K_STEP, ALIGN1_STAGES = 32, 2   # the sm75 kernels' names state neither (docstring)
+
+
+def _warp_rows(rows: int, cols: int, warps: int) -> int:
+    """Rows of a warp's share of the tile: the warps split the tile into the squarest warp
+    tiles (CUTLASS's 64 x 64 warp tile for every kernel whose tile and warps allow it; a
+    tie goes to the taller warp tile)."""
+    best = None
+    for along_rows in range(1, warps + 1):
+        if warps % along_rows or rows % along_rows or cols % (warps // along_rows):
+            continue
+        wr, wc = rows // along_rows, cols // (warps // along_rows)
+        key = (abs(wr - wc), -wr)
+        if best is None or key < best[0]:
+            best = (key, wr)
+    return best[1] if best else WARP_ROWS
+
+
+def tile_of_kernel_name(name: str) -> FallbackTile | None:
+    """The FallbackTile of a CUTLASS kernel cuBLAS ran, from its name: its tile (in cuBLAS's
+    column-major view the name states the row-major output's columns first, as nvjet's do:
+    256x128_32x3_tn is a 128-row x 256-column tile of S, 128x256_64x3_nn a 256-row x
+    128-column tile of O), K step and stages (the align1 names state neither: 32 and 2, as
+    their shared memory says), layout (tn: an N x N output, S or dP; nn / nt: an N x d one)
+    and alignment; its threads and registers as Nsight Compute measured them
+    (MEASURED_LAUNCH). None for another kernel or one whose launch was never measured."""
+    m = _NAME.search(name)
+    if not m:
+        return None
+    full = m.group(0)
+    if full not in MEASURED_LAUNCH:
+        return None
+    cols, rows = int(m.group(1)), int(m.group(2))
+    align, narrow = int(m.group(6)), m.group(5) != "tn"
+    bk, stages = ((int(m.group(3)), int(m.group(4))) if m.group(3)
+                  else (ALIGN1_K_STEP, ALIGN1_STAGES))
+    threads, registers = MEASURED_LAUNCH[full]
+    warps = threads // 32
+    return FallbackTile(rows, cols, bk, stages, warps, full, REGIMES[align, narrow], registers,
+                        _warp_rows(rows, cols, warps))
 
 
 def spread_over_sms(fb: FallbackTile, m: int, n: int, batches: int, sm_count: int) -> FallbackTile:

@@ -21,7 +21,10 @@ the S kernels under 2x4 and 4x1 clusters read 15–17% more than their tiles, wi
 the padded grid's boxes).
 
 Text form of one tile: `ROWSxCOLSxSTAGES`, or `ROWSxCOLSxSTAGES/CRxCC` with a cluster of CR
-tiles along the rows by CC along the columns.
+tiles along the rows by CC along the columns; or, where S's pitch is off 16 bytes and cuBLAS
+runs CUTLASS's fallback kernels, the kernel's own name (`std_fwd_pv=cutlass_80_tensorop_f16_
+s16816gemm_f16_64x64_64x4_nn_align2`; cublas_fallback.tile_of_kernel_name: its tile, K step,
+stages and the launch Nsight Compute measured).
 """
 from __future__ import annotations
 
@@ -29,11 +32,13 @@ import re
 from dataclasses import dataclass
 
 from ..errors import IosimError
+from . import cublas_fallback as fallback
 
 MAX_CLUSTER_CTAS = 16   # the most CTAs a thread-block cluster may hold on sm90 (non-portable
 #                         size, CUDA C++ Programming Guide "Thread Block Clusters"; 8 portable)
 
 _NVJET = re.compile(r"nvjet_sm\d+_[a-z]+_(\d+)x(\d+)_(\d+)x(\d+)(?:_(\d+)x(\d+)_)?")
+_FALLBACK_ITEM = re.compile(r"\s*([A-Za-z0-9_]+)\s*=\s*(cutlass_[A-Za-z0-9_]+)\s*")
 _ITEM = re.compile(r"\s*([A-Za-z0-9_]+)\s*=\s*(\d+)x(\d+)x(\d+)(?:\s*/\s*(\d+)x(\d+))?\s*")
 
 
@@ -76,6 +81,14 @@ def parse(text: str | None) -> dict:
         return {}
     out = {}
     for item in text.split(";"):
+        fm = _FALLBACK_ITEM.fullmatch(item)
+        if fm:
+            tile = fallback.tile_of_kernel_name(fm.group(2))
+            if tile is None:
+                raise IosimError(f"gemm_tiles {item.strip()!r}: no fallback kernel of that name "
+                                 "has a measured launch (cublas_fallback.MEASURED_LAUNCH)")
+            out[fm.group(1)] = tile
+            continue
         m = _ITEM.fullmatch(item)
         if not m:
             raise IosimError(f"gemm_tiles item {item.strip()!r} is not "
@@ -100,10 +113,10 @@ def text(tiles: dict) -> str:
 def from_kernel_names(names: list, gemm_kernels: tuple) -> str | None:
     """The gemm_tiles text of a measured run: its kernels' names in launch order, the
     schedule's GEMM kernels in the same order. None unless every GEMM the run launched is an
-    nvjet kernel and they are as many as the schedule's (a fallback CUTLASS run keeps its own
-    description, algorithms/cublas_fallback.py)."""
+    nvjet kernel or a CUTLASS fallback kernel of measured launch (cublas_fallback.
+    tile_of_kernel_name) and they are as many as the schedule's."""
     gemms = [n for n in names if "softmax" not in n and not n.startswith("std_")]
-    tiles = [tile_of_kernel_name(n) for n in gemms]
+    tiles = [tile_of_kernel_name(n) or fallback.tile_of_kernel_name(n) for n in gemms]
     if len(tiles) != len(gemm_kernels) or any(t is None for t in tiles):
         return None
     return text(dict(zip(gemm_kernels, tiles)))

@@ -214,9 +214,14 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     eb = problem.elem_bytes
     fb = None
     align = fallback.alignment(problem, gpu) if fill_wave else 0
+    if isinstance(given, fallback.FallbackTile) and not align:
+        raise IosimError(f"{name} is given the fallback kernel {given.kernel}, which cuBLAS runs "
+                         f"only where S's row pitch is off {fallback.TMA_STRIDE_ALIGN_BYTES} bytes "
+                         f"on a GPU with TMA; this problem's is not")
     if align:
         narrow = n == problem.head_dim and k != problem.head_dim     # O, dQ, dK, dV
-        fb = (fallback.spread_over_sms(fallback.narrow_output_tile(n, align), m, n,
+        fb = (given if isinstance(given, fallback.FallbackTile) else
+              fallback.spread_over_sms(fallback.narrow_output_tile(n, align), m, n,
                                        problem.batch * heads, gpu.sm_count) if narrow
               else fallback.square_output_tile(k, align))
         tt = Tiling(fb.rows, fb.cols, fb.stages, fb.warps)
@@ -234,7 +239,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     bm, bn = tt.block_q, tt.block_kv
     epilogue = (Alu("scale", bm * bn),) if scale else ()
     cluster = given.cluster if given is not None and fb is None else (1, 1)
-    fallback_args = dict(bk=fb.bk, warp_rows=fallback.WARP_ROWS, thread_issued=True,
+    fallback_args = dict(bk=fb.bk, warp_rows=fb.warp_rows, thread_issued=True,
                          step_cycles=fb.regime.k_step_cycles) if fb \
         else {"tma_box": gpu.features.tma, "cluster": cluster}
 
@@ -526,4 +531,8 @@ def build(problem, gpu, fwd_overrides: dict, bwd_overrides: dict,
                   "and stores; algorithms/cublas_fallback.py), " +
                   ("not modelled with a GEMM tile given: the Hopper GEMM of that tile is"
                    if given else "modelled as such"),)
+        named = {k: t.text() for k, t in tiles.items() if isinstance(t, fallback.FallbackTile)}
+        if named:
+            notes += ("fallback kernels as given (their names): "
+                      + "; ".join(f"{k}={v}" for k, v in named.items()),)
     return Schedule("standard", problem, tilings, tuple(kernels), notes)

@@ -243,12 +243,13 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
 
 
 def gemm_tiling(cfg: dict, kernel_names: list | None) -> dict:
-    """The tiles cuBLAS ran for a standard-attention row's GEMMs, read from the names Nsight
-    Compute recorded for its kernels (algorithms/cublas_tiles.py: nvjet's names state the tile,
-    its stages and its thread-block cluster), as torch flash's rows are described by the tiles
-    its launcher picks: the prediction is of the kernels that ran. Where the names state no
-    tile (CUTLASS's fallback kernels off the 16-byte pitch, algorithms/cublas_fallback.py) or
-    were not recorded, the schedule keeps its rule (standard.gemm_tile), which is what
+    """The kernels cuBLAS ran for a standard-attention row's GEMMs, read from the names Nsight
+    Compute recorded (algorithms/cublas_tiles.py: nvjet's names state the tile, its stages and
+    its thread-block cluster; cublas_fallback.tile_of_kernel_name: a CUTLASS fallback
+    kernel's tile, K step and stages, its launch as Nsight Compute measured it), as torch
+    flash's rows are described by the tiles its launcher picks: the prediction is of the
+    kernels that ran. Where a name is of no such kernel or none was recorded, the schedule
+    keeps its rule (standard.gemm_tile, cublas_fallback's first tile), which is what
     `iosim run` uses for a problem nobody has measured; scripts/cublas_given_tiles.py scores
     the rule against the names."""
     if cfg.get("algorithm") != "standard" or not kernel_names:
