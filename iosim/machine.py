@@ -338,7 +338,7 @@ def fragment_store_l2_cost(gpu) -> float:
     config gives the figure (an experiment switch): charged so, exact mode queues a wave's
     end-of-CTA stores at that rate in one burst and the fast mode does not (3-9% apart on
     small problems), and the measurement itself shows 132 SMs storing at once slowed less
-    (1.2-2.0 TB/s, issue +0-23%) than a FIFO at 0.92 TB/s would (docs/validation.md)."""
+    (0.98-2.02 TB/s, issue -13..+47%) than a FIFO at 0.92 TB/s would (docs/validation.md)."""
     rate = getattr(gpu, "l2_fragment_store_bandwidth_bytes_per_s", None)
     return max(1.0, gpu.l2_bandwidth_bytes_per_s / rate) if rate else 1.0
 

@@ -34,9 +34,11 @@ def rows() -> list:
         for c in yaml.safe_load(f.read_text())["configs"]:
             cfgs[c["id"]] = c
     for f in sorted(DATA.glob("measured_h200*_kernels.csv")):
-        kernels.update({i: [{"kernel": n} for n in ns] for i, ns in load_kernel_names(f).items()})
+        load_kernel_names(f)                      # validated (formats.KernelRow)
+        by_index: dict = {}
         for r in csv.DictReader(open(f)):
-            kernels[r["id"]][int(r["kernel_index"])].update(r)
+            by_index.setdefault(r["id"], {})[int(r["kernel_index"])] = r
+        kernels.update({i: [ks[n] for n in sorted(ks)] for i, ks in by_index.items()})
     out = []
     for id_, ks in sorted(kernels.items()):
         c = cfgs.get(id_)

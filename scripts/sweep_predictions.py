@@ -1,8 +1,9 @@
 """The model's predictions for every configuration of a sweep YAML before it is measured (a
-held-out set's first prediction, to compare with the measurement afterwards), exactly as
-`iosim validate` will score them: iosim.analysis.validate.predict_rows, given a placeholder
-measurement per configuration (only its presence is read; the errors it would give are not
-printed).
+held-out set's first prediction, to compare with the measurement afterwards), as `iosim
+validate` scores them before any kernel has run: iosim.analysis.validate.predict_rows, given a
+placeholder measurement per configuration (only its presence is read; the errors it would give
+are not printed) and no kernel names, so standard attention's GEMMs take the rule's tiles
+(once measured, `iosim validate` takes the kernels the names state: validate.gemm_tiling).
 
     python scripts/sweep_predictions.py SWEEP.yaml [--without FIELD,FIELD]
 

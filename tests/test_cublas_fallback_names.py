@@ -86,3 +86,38 @@ def test_a_fallback_kernel_given_where_cublas_runs_nvjet_is_refused():
                        gemm_tiles="std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")
     with pytest.raises(IosimError, match="no fallback kernel of that name has a measured launch"):
         parse("std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_32x32_64x9_nn_align2")
+
+
+def test_a_tall_p_v_tile_is_read_rows_second():
+    # N 2730 ran P V as 128x256_64x3_nn with grid (11, 1, 8): 256-row tiles (2730 / 256 -> 11);
+    # read rows first, the name would give 128-row tiles and 22 of them
+    names = load_kernel_names(VALIDATION_DIR / "measured_h200_fallback_kernels.csv")
+    rid = "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal"
+    tiles = from_kernel_names(names[rid], FORWARD_GEMMS)
+    p = AttentionProblem(batch=1, heads_q=8, seq_q=2730, seq_kv=2730, head_dim=128, causal=True)
+    pv = build_schedule(p, "h200-calibrated", "standard", gemm_tiles=tiles).kernels[2]
+    assert pv.launch.grid == (11, 1, 8) and pv.launch.threads_per_cta == 256
+
+
+def test_the_wrong_kind_of_kernel_for_the_pitch_is_refused_with_the_reason():
+    odd = AttentionProblem(batch=2, heads_q=8, seq_q=2050, seq_kv=2050, head_dim=64)
+    with pytest.raises(IosimError, match="off 16 bytes: cuBLAS runs a CUTLASS fallback kernel"):
+        build_schedule(odd, "h200-calibrated", "standard", gemm_tiles="std_fwd_pv=256x64x4")
+    with pytest.raises(IosimError, match="here the tiling options override"):
+        build_schedule(odd, "h200-calibrated", "standard", block_q=128,
+                       gemm_tiles="std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")
+    with pytest.raises(IosimError, match="has no TMA"):
+        build_schedule(odd, "a100", "standard",
+                       gemm_tiles="std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")
+    # a name with anything after it is not that kernel's
+    with pytest.raises(IosimError, match="no fallback kernel of that name"):
+        parse("std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align21")
+
+
+def test_kernel_names_describe_rows_only_on_a_gpu_with_tma():
+    from iosim.analysis.validate import gemm_tiling
+    names = load_kernel_names(VALIDATION_DIR / "measured_h200_fallback_kernels.csv")
+    cfg = {"impl": "iosim", "algorithm": "standard", "direction": "fwd"}
+    rid = "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full"
+    assert gemm_tiling(cfg, names[rid], "h200-calibrated")
+    assert gemm_tiling(cfg, names[rid], "a100") == {}

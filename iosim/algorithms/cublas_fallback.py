@@ -16,7 +16,8 @@ it runs CUTLASS's Turing kernels `cutlass_75_tensorop_f16_s1688gemm_f16_128x128_
 threads, 32 KB of shared memory (K steps of 32, 2 stages), 254 registers: two CTAs per SM
 (measurements/h200/cublas_align1/, ncu). The align1 tile is 128 × 128 for every output (P V
 at d 64 too: half its columns idle; cuBLAS chose 64x64 for P V at d 64 in the fallback
-holdout's shapes and 128x256 for Pᵀ dO at N 2997 z 22, not followed).
+holdout's shapes and 128x256 for Pᵀ dO at N 2997 z 22: the rule does not follow them; a
+kernel named by a measurement or the user is followed, tile_of_kernel_name).
 
 What the H200 ran for align2 (measurements/h200/cublas_align2/: torch.matmul as iosim/kernels/run.py calls
 it, at N 1498..6006 off the 16-byte pitch, none a validation shape; the validation row N 3500
@@ -26,7 +27,8 @@ ran the same two kernels):
   - N×d outputs (O = P V, dQ, dK, dV; K = N): 128x256_64x3 (d 128: 256 rows × 128 columns, 256
     threads) and 64x256_64x4 (d 64: 256 rows, 128 threads) on most grids; cuBLAS chose smaller
     tiles on some (d 64: 64x128 at z 89 and z 12, 64x64 at z 6; d 128: 128x128 at N 6006 z 6
-    and for Pᵀ dO at N 4002 z 12). Not followed: the model takes the first tile always.
+    and for Pᵀ dO at N 4002 z 12). The rule takes the first tile (spread_over_sms aside);
+    a named kernel (tile_of_kernel_name, `--gemm-tiles`) is taken as named.
 
 Costs beyond what the model already charges an mma.sync GEMM (tensor rate, ldmatrix operand
 reads, the copies' bytes), each in series with the MMAs: a K step's latency (a Barrier per
@@ -184,7 +186,7 @@ def spread_over_sms(fb: FallbackTile, m: int, n: int, batches: int, sm_count: in
     128x128_64x3_nn_align2, grid (47, 1, 2) (measured_h200_fallback_kernels.csv), where the
     256-row tile's grid is 48; the align2 probe's other N×d shapes all have grids over
     66 tiles, where the rule keeps the first tile (cuBLAS's smaller tiles there, e.g. 128 rows
-    at N 6006 z 6 with 144 tiles, are not followed). The halved kernel keeps the first
+    at N 6006 z 6 with 144 tiles, the rule does not follow). The halved kernel keeps the first
     tile's registers per thread and its regime's per-K-step figures (not measured apart)."""
     rows = fb.rows
     while (rows // 2 >= 2 * WARP_ROWS

@@ -84,7 +84,7 @@ def parse(text: str | None) -> dict:
         fm = _FALLBACK_ITEM.fullmatch(item)
         if fm:
             tile = fallback.tile_of_kernel_name(fm.group(2))
-            if tile is None:
+            if tile is None or tile.kernel != fm.group(2):
                 raise IosimError(f"gemm_tiles {item.strip()!r}: no fallback kernel of that name "
                                  "has a measured launch (cublas_fallback.MEASURED_LAUNCH)")
             out[fm.group(1)] = tile

@@ -215,9 +215,19 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     fb = None
     align = fallback.alignment(problem, gpu) if fill_wave else 0
     if isinstance(given, fallback.FallbackTile) and not align:
+        why = ("the tiling options override the GEMMs' tiles" if not fill_wave else
+               f"{gpu.name} has no TMA" if not gpu.features.tma else
+               f"S's row pitch ({problem.seq_kv * problem.elem_bytes} B) is on "
+               f"{fallback.TMA_STRIDE_ALIGN_BYTES} bytes")
         raise IosimError(f"{name} is given the fallback kernel {given.kernel}, which cuBLAS runs "
                          f"only where S's row pitch is off {fallback.TMA_STRIDE_ALIGN_BYTES} bytes "
-                         f"on a GPU with TMA; this problem's is not")
+                         f"on a GPU with TMA; here {why}")
+    if isinstance(given, GemmTile) and align:
+        raise IosimError(f"{name} is given the tile {given.text()}, an sm90 GEMM's, but S's row "
+                         f"pitch ({problem.seq_kv * problem.elem_bytes} B) is off "
+                         f"{fallback.TMA_STRIDE_ALIGN_BYTES} bytes: cuBLAS runs a CUTLASS fallback "
+                         "kernel there (give its name, e.g. std_fwd_pv=cutlass_80_tensorop_f16_"
+                         "s16816gemm_f16_64x64_64x4_nn_align2)")
     if align:
         narrow = n == problem.head_dim and k != problem.head_dim     # O, dQ, dK, dV
         fb = (given if isinstance(given, fallback.FallbackTile) else

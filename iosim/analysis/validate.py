@@ -242,7 +242,7 @@ def measured_tiling(cfg: dict, m: dict) -> dict:
     return out
 
 
-def gemm_tiling(cfg: dict, kernel_names: list | None) -> dict:
+def gemm_tiling(cfg: dict, kernel_names: list | None, gpu=None) -> dict:
     """The kernels cuBLAS ran for a standard-attention row's GEMMs, read from the names Nsight
     Compute recorded (algorithms/cublas_tiles.py: nvjet's names state the tile, its stages and
     its thread-block cluster; cublas_fallback.tile_of_kernel_name: a CUTLASS fallback
@@ -251,9 +251,15 @@ def gemm_tiling(cfg: dict, kernel_names: list | None) -> dict:
     kernels that ran. Where a name is of no such kernel or none was recorded, the schedule
     keeps its rule (standard.gemm_tile, cublas_fallback's first tile), which is what
     `iosim run` uses for a problem nobody has measured; scripts/cublas_given_tiles.py scores
-    the rule against the names."""
+    the rule against the names. The names are of sm90 kernels (TMA, clusters, the fallback
+    where a TMA descriptor cannot describe S): on a GPU without TMA (`--gpu a100`) the rule
+    describes the row."""
     if cfg.get("algorithm") != "standard" or not kernel_names:
         return {}
+    if gpu is not None:
+        from ..hardware import load_gpu
+        if not load_gpu(gpu).features.tma:
+            return {}
     from ..algorithms.cublas_tiles import from_kernel_names
     from ..algorithms.standard import BACKWARD_GEMMS, FORWARD_GEMMS
     direction = cfg.get("direction", "fwd")
@@ -268,7 +274,7 @@ def row_tiling(cfg: dict, m: dict, gpu, kernel_names: list | None = None) -> dic
     columns; cuBLAS's GEMMs by their kernel names), an external implementation by its own
     launch rules."""
     if cfg.get("impl") == "iosim":
-        return measured_tiling(cfg, m) or gemm_tiling(cfg, kernel_names)
+        return measured_tiling(cfg, m) or gemm_tiling(cfg, kernel_names, gpu)
     return implementation_tiling(cfg, gpu)
 
 
