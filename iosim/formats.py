@@ -191,49 +191,50 @@ def load_sweep(path: Path) -> dict:
     return validated(SweepFile, data, path).model_dump(exclude_none=True)
 
 
-def load_measurements(path: Path) -> dict:
-    """{config id: row} of a measurement CSV, every row validated (row numbers as in the file,
-    the header being line 1); the rows keep their text values."""
-    text = read_text(path, "measurements CSV")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if not rows:
-        raise IosimError(f"{Path(path).name}: no measurement rows")
-    out = {}
+def _validated_rows(path: Path, what: str, model):
+    """(line, typed row, text row) of every row of a CSV file, validated by `model` (line
+    numbers as in the file, the header being line 1); a clear one-line error otherwise."""
+    rows = list(csv.DictReader(io.StringIO(read_text(path, what))))
     for line, row in enumerate(rows, start=2):
         if None in row:
             raise IosimError(f"{Path(path).name}:line {line}: more cells than header columns")
         try:
-            m = MeasurementRow.model_validate(row)
+            yield line, model.model_validate(row), row
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {msg}") from None
+            raise field_error(f"{Path(path).name}:line {line}", exc) from None
+
+
+def load_measurements(path: Path) -> dict:
+    """{config id: row} of a measurement CSV, every row validated; the rows keep their text
+    values."""
+    out = {}
+    for line, m, row in _validated_rows(path, "measurements CSV", MeasurementRow):
         if m.id in out:
             raise IosimError(f"{Path(path).name}:line {line}:id: {m.id!r} appears twice")
         out[m.id] = row
+    if not out:
+        raise IosimError(f"{Path(path).name}: no measurement rows")
     return out
 
 
-def load_kernel_names(path: Path) -> dict:
-    """{config id: [kernel names in launch order]} of a per-kernel measurement CSV
-    (measured_h200*_kernels.csv), every row validated; {} where the file does not exist."""
+def load_kernel_rows(path: Path) -> dict:
+    """{config id: [its kernels' rows in launch order]} of a per-kernel measurement CSV
+    (measured_h200*_kernels.csv), every row validated (KernelRow), the rows keeping their text
+    values; {} where the file does not exist."""
     if not Path(path).is_file():
         return {}
-    rows = list(csv.DictReader(io.StringIO(read_text(path, "kernels CSV"))))
     runs: dict = {}
-    for line, row in enumerate(rows, start=2):
-        try:
-            k = KernelRow.model_validate(row)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
-            raise IosimError(f"{Path(path).name}:line {line}:{loc}: {err['msg']}") from None
+    for line, k, row in _validated_rows(path, "kernels CSV", KernelRow):
         if k.kernel_index in runs.setdefault(k.id, {}):
             raise IosimError(f"{Path(path).name}:line {line}: kernel {k.kernel_index} of "
                              f"{k.id!r} appears twice")
-        runs[k.id][k.kernel_index] = k.kernel
+        runs[k.id][k.kernel_index] = row
     return {i: [ks[n] for n in sorted(ks)] for i, ks in runs.items()}
+
+
+def load_kernel_names(path: Path) -> dict:
+    """{config id: [kernel names in launch order]} of a per-kernel measurement CSV."""
+    return {i: [r["kernel"] for r in rows] for i, rows in load_kernel_rows(path).items()}
 
 
 # ---- what iosim writes ------------------------------------------------------------------

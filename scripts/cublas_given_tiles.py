@@ -14,14 +14,13 @@ kernels by name (cublas_fallback.tile_of_kernel_name); the summaries split nvjet
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import yaml
 
 from iosim.algorithms import build_schedule
 from iosim.analysis.validate import PROBLEM_KEYS, _predict_one, gemm_tiling
-from iosim.formats import load_kernel_names
+from iosim.formats import load_kernel_rows
 from iosim.problem import AttentionProblem
 
 DATA = Path(__file__).resolve().parents[1] / "iosim/data/validation"
@@ -34,11 +33,7 @@ def rows() -> list:
         for c in yaml.safe_load(f.read_text())["configs"]:
             cfgs[c["id"]] = c
     for f in sorted(DATA.glob("measured_h200*_kernels.csv")):
-        load_kernel_names(f)                      # validated (formats.KernelRow)
-        by_index: dict = {}
-        for r in csv.DictReader(open(f)):
-            by_index.setdefault(r["id"], {})[int(r["kernel_index"])] = r
-        kernels.update({i: [ks[n] for n in sorted(ks)] for i, ks in by_index.items()})
+        kernels.update(load_kernel_rows(f))
     out = []
     for id_, ks in sorted(kernels.items()):
         c = cfgs.get(id_)

@@ -10,7 +10,7 @@ from iosim.algorithms import cublas_fallback as fallback
 from iosim.algorithms.cublas_tiles import from_kernel_names, parse
 from iosim.algorithms.standard import FORWARD_GEMMS
 from iosim.errors import IosimError
-from iosim.formats import load_kernel_names
+from iosim.formats import load_kernel_names, load_kernel_rows
 from iosim.measure.ncu import raw_rows
 from iosim.paths import VALIDATION_DIR
 
@@ -65,18 +65,38 @@ def test_names_read_in_cublas_column_major_view():
     assert fallback.tile_of_kernel_name("nvjet_sm90_hsh_128x200_64x5_2x1_v_bz_coopA_TNT") is None
 
 
-def test_the_given_p_v_kernel_launches_the_measured_grid():
-    names = load_kernel_names(VALIDATION_DIR / "measured_h200_fallback_kernels.csv")
-    rid = "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full"
-    tiles = from_kernel_names(names[rid], FORWARD_GEMMS)
-    assert tiles.endswith("std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")
-    p = AttentionProblem(batch=2, heads_q=8, seq_q=2050, seq_kv=2050, head_dim=64)
-    pv = build_schedule(p, "h200-calibrated", "standard", gemm_tiles=tiles).kernels[2]
-    assert (pv.launch.grid, pv.launch.threads_per_cta, pv.launch.registers_per_thread) == \
-        ((33, 1, 16), 64, 156)                              # ncu: grid (33, 1, 16), 64 threads
-    # the rule (no names) runs its first tile there: 256 rows, 4 warps
-    rule = build_schedule(p, "h200-calibrated", "standard").kernels[2]
-    assert rule.launch.grid[0] == 9
+def _fallback_p_v_runs() -> list:
+    """(row id, problem, gemm_tiles text, its P V kernel's measured row) of every committed
+    standard row whose GEMMs ran CUTLASS fallback kernels."""
+    import yaml
+    from iosim.analysis.validate import PROBLEM_KEYS
+    cfgs = {c["id"]: c for f in sorted(VALIDATION_DIR.glob("sweep*.yaml"))
+            for c in yaml.safe_load(f.read_text())["configs"]}
+    out = []
+    for f in sorted(VALIDATION_DIR.glob("measured_h200*_kernels.csv")):
+        for rid, ks in load_kernel_rows(f).items():
+            tiles = from_kernel_names([k["kernel"] for k in ks], FORWARD_GEMMS)
+            if tiles and "cutlass" in tiles and cfgs[rid]["algorithm"] == "standard":
+                problem = AttentionProblem(**{k: cfgs[rid][k] for k in PROBLEM_KEYS if k in cfgs[rid]})
+                out.append((rid, problem, tiles, ks[2]))
+    return out
+
+
+def test_every_given_p_v_kernel_launches_the_measured_grid_and_block():
+    """CUTLASS's P V grids are not swizzled (x: row tiles, z: matrices), so the grid Nsight
+    Compute recorded checks the tile's rows, read second in the name (N 2730's 128x256_64x3_nn
+    is 256 rows: 11 tiles, not 22), and the block its threads."""
+    runs = _fallback_p_v_runs()
+    assert len(runs) >= 9
+    ruled_otherwise = 0
+    for rid, p, tiles, measured in runs:
+        pv = build_schedule(p, "h200-calibrated", "standard", gemm_tiles=tiles).kernels[2]
+        grid = tuple(int(v) for v in measured["grid"].strip("()").replace(",", " ").split())
+        block = int(measured["block"].strip("()").replace(",", " ").split()[0])
+        assert (pv.launch.grid, pv.launch.threads_per_cta) == (grid, block), rid
+        rule = build_schedule(p, "h200-calibrated", "standard").kernels[2]
+        ruled_otherwise += rule.launch.grid != grid
+    assert ruled_otherwise >= 3      # the names change what the rule would have run
 
 
 def test_a_fallback_kernel_given_where_cublas_runs_nvjet_is_refused():
@@ -86,17 +106,6 @@ def test_a_fallback_kernel_given_where_cublas_runs_nvjet_is_refused():
                        gemm_tiles="std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_64x64_64x4_nn_align2")
     with pytest.raises(IosimError, match="no fallback kernel of that name has a measured launch"):
         parse("std_fwd_pv=cutlass_80_tensorop_f16_s16816gemm_f16_32x32_64x9_nn_align2")
-
-
-def test_a_tall_p_v_tile_is_read_rows_second():
-    # N 2730 ran P V as 128x256_64x3_nn with grid (11, 1, 8): 256-row tiles (2730 / 256 -> 11);
-    # read rows first, the name would give 128-row tiles and 22 of them
-    names = load_kernel_names(VALIDATION_DIR / "measured_h200_fallback_kernels.csv")
-    rid = "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal"
-    tiles = from_kernel_names(names[rid], FORWARD_GEMMS)
-    p = AttentionProblem(batch=1, heads_q=8, seq_q=2730, seq_kv=2730, head_dim=128, causal=True)
-    pv = build_schedule(p, "h200-calibrated", "standard", gemm_tiles=tiles).kernels[2]
-    assert pv.launch.grid == (11, 1, 8) and pv.launch.threads_per_cta == 256
 
 
 def test_the_wrong_kind_of_kernel_for_the_pitch_is_refused_with_the_reason():

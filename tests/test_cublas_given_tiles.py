@@ -10,6 +10,7 @@ import pytest
 from iosim.algorithms import build_schedule, standard
 from iosim.algorithms.cublas_tiles import GemmTile, from_kernel_names, parse, text, tile_of_kernel_name
 from iosim.errors import IosimError
+from iosim.formats import load_kernel_rows
 from iosim.problem import AttentionProblem
 from iosim.schedule import Load, Loop, program_totals
 
@@ -124,15 +125,14 @@ def _nvjet_kernels():
             cfgs[c["id"]] = c
     by_row = {}
     for f in sorted(DATA.glob("measured_h200*_kernels.csv")):
-        for r in csv.DictReader(open(f)):
-            by_row.setdefault(r["id"], {})[int(r["kernel_index"])] = r
+        by_row.update(load_kernel_rows(f))
     from iosim.analysis.validate import PROBLEM_KEYS
     out = []
     for id_, ks in sorted(by_row.items()):
         c = cfgs.get(id_)
         if c is None or c["algorithm"] != "standard" or c.get("direction", "fwd") != "fwd":
             continue
-        tiles = from_kernel_names([ks[i]["kernel"] for i in sorted(ks)], standard.FORWARD_GEMMS)
+        tiles = from_kernel_names([k["kernel"] for k in ks], standard.FORWARD_GEMMS)
         if tiles and "cutlass" not in tiles:        # nvjet kernels (the fallback's: elsewhere)
             problem = AttentionProblem(**{k: c[k] for k in PROBLEM_KEYS if k in c})
             out += [(id_, problem, i, tiles, float(ks[i]["l2_to_sm_read_bytes"])) for i in (0, 2)]
