@@ -225,3 +225,62 @@ def test_a_narrow_grid_too_small_for_the_chip_halves_its_rows_as_cublas_did():
             assert "128x256" in r["kernels"][0]["name"]
             gx, gy, gz = r["kernels"][0]["grid"]
             assert _kernel(r)[1].num_ctas == gx * gy * gz
+
+
+# ---- the 4-byte copies' sectors (standard.copy_excess_bytes, copy_kept_fraction) ----------
+def _align2_copy_script():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import align2_copy_sectors
+    return align2_copy_sectors
+
+
+def test_align2_copies_move_the_sectors_nsight_compute_counts():
+    """Every P·V / Pᵀ dO kernel of the align2 probe (no validation shape): the schedule's
+    L2→SM bytes with the copies' sectors within 3.5% of Nsight Compute's (mean under 2%),
+    each closer than the panels' valid bytes alone (which miss 3–16%); Pᵀ dO, whose segments'
+    edge sectors are other CTAs' (nothing for the L1 to keep), within 0.1%."""
+    script = _align2_copy_script()
+    kernels = script.probe_kernels()
+    assert len(kernels) == 6
+    errs = []
+    for form, n, d, z, name, measured in kernels:
+        valid, model = script.predicted(H200, form, n, d, z, name)
+        err = model / measured - 1
+        assert abs(err) < 0.035, (form, n, d, err)
+        assert abs(err) < abs(valid / measured - 1), (form, n, d)
+        if form == "pt":
+            assert abs(err) < 0.001, (n, d, err)
+        errs.append(abs(err))
+    assert sum(errs) / len(errs) < 0.02
+
+
+def test_copy_excess_closed_forms():
+    """copy_excess_bytes against hand counts: a 128-byte K-step segment of a row starting 8
+    bytes into a sector touches 5 sectors (32 bytes more); of those rows' boundary sectors
+    the kept share crosses no more; rows along K cross all their edge sectors."""
+    from iosim.algorithms.standard import copy_excess_bytes
+    # pitch 3000 B (N 1500 fp16): row starts 0, 24, 16, 8 bytes into a sector, repeating
+    assert copy_excess_bytes(2, False, 4, 64, 0, 3000, 0.0) == 3 * 32
+    assert copy_excess_bytes(2, False, 4, 64, 0, 3000, 1.0) == 0
+    assert copy_excess_bytes(2, False, 8, 64, 0, 3000, 0.5) == 6 * 32 - 3 * 32
+    # pitch on the sector grid: nothing beyond the bytes, whatever is kept
+    assert copy_excess_bytes(2, False, 128, 64, 0, 256, 0.0) == 0
+    # rows along K: a 256-byte segment at column byte 256 of rows 4 bytes apart mod 32
+    # (pitch 8004 B, N 4002): rows 1..7 of every 8 start mid-sector, 9 sectors instead of 8
+    assert copy_excess_bytes(2, True, 128, 32, 128, 8004, 1.0) == 28 * 32
+
+
+def test_copy_kept_follows_the_l1_curve():
+    """The kept share is the probe curve's hit probability at one K step's lines on the SM:
+    more resident CTAs (the same tile, a grid that fills the SMs twice) keep less."""
+    from iosim.algorithms.standard import copy_kept_fraction
+    from iosim.algorithms.standard import Operand
+    from iosim.schedule import Launch
+    p, v = Operand("P", 2), Operand("V", 2)
+    one = Launch((47, 1, 2), 128, 98304, 240)     # 94 CTAs: one per SM
+    two = Launch((47, 1, 6), 128, 98304, 240)     # 282: two per SM
+    k1 = copy_kept_fraction(H200, one, p, v, 6006, 128, 6006, 128, 128, 64)
+    k2 = copy_kept_fraction(H200, two, p, v, 6006, 128, 6006, 128, 128, 64)
+    assert 0.0 <= k2 < k1 <= 1.0
+    # no L1 model (the A100 config): nothing kept
+    assert copy_kept_fraction(load_gpu("a100"), two, p, v, 6006, 128, 6006, 128, 128, 64) == 0.0

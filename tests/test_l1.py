@@ -14,8 +14,8 @@ from iosim.algorithms import build_schedule
 from iosim.hardware import load_gpu
 from iosim.schedule import Kernel, Launch, Load, Pipeline, Schedule, Store, expand
 from iosim.sim import simulate
-from iosim.sim.l1 import (L1Stack, carveout_bytes, hit_probability, kernel_l1_hit_bytes,
-                          program_l1_hits)
+from iosim.l1_curve import carveout_bytes, hit_probability
+from iosim.sim.l1 import L1Stack, kernel_l1_hit_bytes, program_l1_hits
 
 H200 = load_gpu("h200-calibrated")
 FA1_L1 = Path(__file__).parent.parent / "measurements" / "h200" / "fa1_l1"

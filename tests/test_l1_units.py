@@ -12,8 +12,8 @@ from iosim.hardware import load_gpu
 from iosim.paths import VALIDATION_DIR
 from iosim.schedule import Launch, Load, Store, expand, loop
 from iosim.sim import l1
-from iosim.sim.l1 import (L1Front, L1Stack, SmL1, carveout_bytes, exact_l1, hit_probability,
-                          l1_capacity_bytes, program_l1_hits)
+from iosim.l1_curve import carveout_bytes, hit_probability, l1_capacity_bytes
+from iosim.sim.l1 import L1Front, L1Stack, SmL1, exact_l1, program_l1_hits
 
 H200 = load_gpu("h200-calibrated")
 KIB = 1024

@@ -14,7 +14,7 @@ LAYERS = [
     {"errors", "units", "paths", "__version__", "progress", "records", "textfiles",
      "parallel", "gcpause"},
     {"problem", "hardware", "hardware_schema", "scenarios", "schedule", "machine", "formats",
-     "limits"},
+     "limits", "l1_curve"},
     {"algorithms", "options", "ablation"},
     {"sim", "kernels"},
     {"analysis", "measure", "clock"},

@@ -84,9 +84,9 @@ def _project(rows):
 # and N 1800 (+1.1%), whose softmax reads 4% more than Nsight Compute counts: at that N the L1
 # also keeps 6-60% of an earlier unrolled block's sectors (measurements/h100/copy_wavefronts/).
 # Named, so that any other row leaving the budget still fails these tests.
+# align1 kernels (N 1001, 4097) and align2 P V kernels at one CTA per SM (N 2730, 3500: fewer
+# K-step boundary sectors kept in L1 than the probe curve says, standard.copy_excess_bytes)
 FALLBACK_KERNELS = {"iosim-standard-fwd-N1001-d64-H16-B4-fp16-full",
-                    "iosim-standard-fwd-N1500-d128-H16-B2-fp16-causal",
-                    "iosim-standard-fwd-N2050-d64-H8-B2-fp16-full",
                     "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
                     "iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
                     "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"}
@@ -101,13 +101,13 @@ def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_pe
     assert {k for k, v in errs.items() if abs(v) > 0.01} == CUBLAS_ODD_TILES
 
 
-def test_no_project_row_is_beyond_five_percent_l2_to_sm(validation_dataset):
-    # where the replayed schedules stand today: worst N 1500 / N 2050, -3.2%
+def test_no_project_row_is_beyond_three_percent_l2_to_sm(validation_dataset):
+    # where the replayed schedules stand today: worst N 2730, -2.1%
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.03} == {}
 
 
 @NOT_YET
@@ -116,7 +116,7 @@ def test_every_project_row_has_dram_bytes_within_five_percent(validation_dataset
     errs = {r.id: r.predicted_dram_bytes / r.measured_dram_bytes - 1 for r in rows
             if r.measured_dram_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.03} == {}
 
 
 def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validation_dataset):

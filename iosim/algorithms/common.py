@@ -55,31 +55,47 @@ def _partial_sector_writes(first_row: int, rows: int, col_bytes: int, width_byte
     return full * sum(per) + sum(per[:rest])
 
 
+LINE_BYTES = 128    # an L1 / L2 line: 4 sectors
+
+
 def sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int,
-                      pitch_bytes: int) -> int:
+                      pitch_bytes: int, unit: int = SECTOR_BYTES) -> int:
     """The bytes of whole 32-byte sectors a copy of rows [first_row, first_row + rows) reads,
     each row's segment [col_bytes, col_bytes + width_bytes) of a row-major tensor of pitch
     `pitch_bytes`: a segment that starts or ends inside a sector reads all of it (a 128-byte
     TMA box row that starts 16 bytes into a sector crosses the L2→SM path as 5 sectors, 160
     bytes: measurements/h200/tma_pitch/, the load rows). Offsets repeat every
-    32 / gcd(pitch mod 32, 32) rows."""
-    s = SECTOR_BYTES
-    p = pitch_bytes % s
+    unit / gcd(pitch mod unit, unit) rows. unit=LINE_BYTES: the bytes of the whole lines the
+    segments touch."""
+    p = pitch_bytes % unit
     if p == 0:                   # every row starts at the same offset
-        return rows * s * (-(-(col_bytes % s + width_bytes) // s))
-    period = s // gcd(p, s)
-    return _sector_bytes_read(first_row % period, rows, col_bytes % s, width_bytes, p, period)
+        return rows * unit * (-(-(col_bytes % unit + width_bytes) // unit))
+    period = unit // gcd(p, unit)
+    return _sector_bytes_read(first_row % period, rows, col_bytes % unit, width_bytes, p, period,
+                              unit)
 
 
 @lru_cache(maxsize=4096)
 def _sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int, p: int,
-                       period: int) -> int:
-    s = SECTOR_BYTES
-
+                       period: int, unit: int) -> int:
     def row_bytes(r: int) -> int:
-        start = (r * p + col_bytes) % s
-        return s * (-(-(start + width_bytes) // s))
+        start = (r * p + col_bytes) % unit
+        return unit * (-(-(start + width_bytes) // unit))
     per = [row_bytes((first_row + k) % period) for k in range(period)]
+    full, rest = divmod(rows, period)
+    return full * sum(per) + sum(per[:rest])
+
+
+def rows_off_sector(first_row: int, rows: int, col_bytes: int, pitch_bytes: int) -> int:
+    """How many of rows [first_row, first_row + rows) of a row-major tensor (pitch
+    `pitch_bytes`) have their segment starting at `col_bytes` inside a sector: that sector is
+    also the previous segment's of the same row."""
+    s = SECTOR_BYTES
+    p = pitch_bytes % s
+    if p == 0:
+        return rows if col_bytes % s else 0
+    period = s // gcd(p, s)
+    per = [((first_row + k) * p + col_bytes) % s != 0 for k in range(period)]
     full, rest = divmod(rows, period)
     return full * sum(per) + sum(per[:rest])
 

@@ -35,14 +35,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import IosimError
+from ..l1_curve import hit_probability, l1_capacity_bytes
 from ..machine import resident_ctas_per_sm
 from ..schedule import (Alu, Barrier, Exp, Kernel, Launch, Load, Loop, Mma, Pipeline, Schedule,
                         Store, classes_by_edges, loop)
 from . import cublas_fallback as fallback
 from . import softmax_code
 from .cublas_tiles import GemmTile, parse as parse_gemm_tiles, text as text_of_tiles
-from .common import (STAT_BYTES, Tiling, ceil_div, check_fits, grid_index, pick_tiling,
-                     partial_sector_writes, rows_in_block, sector_bytes_read)
+from .common import (LINE_BYTES, SECTOR_BYTES, STAT_BYTES, Tiling, ceil_div, check_fits,
+                     grid_index, occupancy, pick_tiling, partial_sector_writes, rows_in_block,
+                     rows_off_sector, sector_bytes_read)
 from .fa2 import kv_block_kernel, q_block_kernel, reduce_dkv_program
 
 BK = 64                 # K-loop step of every GEMM (elements); cuBLAS's sm90 kernels step 64
@@ -91,7 +93,7 @@ class Operand:
 
     def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool,
               box: tuple | None = None, outer_index: int = 0, pitch_bytes: int = 0,
-              slices: int = 1):
+              slices: int = 1, copy_kept: float | None = None, outer_block: int = 0):
         """The panel as stored: coordinates and rows×cols in the tensor's own layout. `box`:
         the (outer, k) extent of the TMA box that copies it. Its rows past the tensor's edge
         cross the L2→SM path in full, and each valid row as the whole sectors its box row
@@ -103,6 +105,9 @@ class Operand:
         nbytes = outer_len * k_len * self.eb
         oob = box_excess_bytes(self.eb, rows_along_k, box, outer_len, k_len, outer_index,
                                pitch_bytes, slices) if box else 0
+        if copy_kept is not None:
+            oob = copy_excess_bytes(self.eb, rows_along_k, outer_len, k_len,
+                                    outer_index * outer_block, pitch_bytes, copy_kept)
         if rows_along_k:
             return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob,
                         multicast=slices)
@@ -135,11 +140,34 @@ def box_excess_bytes(eb: int, rows_along_k: bool, box: tuple, outer_len: int, k_
     return read - outer_len * k_len * eb
 
 
+@lru_cache(maxsize=16384)
+def copy_excess_bytes(eb: int, rows_along_k: bool, outer_len: int, k_len: int, outer_start: int,
+                      pitch_bytes: int, kept: float) -> int:
+    """The L2→SM bytes a panel copied with 4-byte cp.async (cuBLAS's align2 fallback kernels,
+    cublas_fallback.py; 4-byte copies cannot be .cg, so they go through the SM's L1) moves
+    beyond its valid bytes: each row segment fetches the 32-byte sectors it touches (the
+    16-byte vector's four 4-byte copies are issued together and the L1 merges their sectors).
+    Panel rows along K (the stored tensor is read along its outer dimension: Pᵀ in Pᵀ dO,
+    dSᵀ in dSᵀ Q): the segment's edge sectors are also the neighbouring CTA's, on another SM,
+    so all of them cross. Rows along the outer dimension (P in P V, dS in dS K): a K step's
+    segment of a row that starts inside a sector shares that sector with the same row's
+    previous K step, fetched one step earlier by this CTA; the L1 still holds it with
+    probability `kept` (gemm_kernel: the L1 probe's hit curve at one K step's lines on the
+    SM), and then it does not cross again."""
+    if rows_along_k:    # rows: one K index each; segment: the tile's outer columns
+        read = sector_bytes_read(0, k_len, outer_start * eb, outer_len * eb, pitch_bytes)
+        return read - outer_len * k_len * eb
+    read = sector_bytes_read(outer_start, outer_len, 0, k_len * eb, pitch_bytes)
+    shared = SECTOR_BYTES * rows_off_sector(outer_start, outer_len, 0, pitch_bytes)
+    return max(0, round(read - outer_len * k_len * eb - kept * shared))
+
+
 def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, c_prefix,
                  c_eb: int, m: int, n: int, k: int, bm: int, bn: int, i: int, j: int,
                  epilogue=(), bk: int = BK, warp_rows: int = 16,
                  thread_issued: bool = False, step_cycles: float = 0.0,
-                 tma_box: bool = False, cluster: tuple = (1, 1)) -> tuple:
+                 tma_box: bool = False, cluster: tuple = (1, 1),
+                 copy_kept: float | None = None) -> tuple:
     """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
@@ -148,26 +176,37 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     TMA copies of whole BM×BK / BK×BN boxes (cuBLAS's sm90 kernels), a ragged tile's or K
     step's missing part included (Load.oob_bytes; "TMA copy boxes" in docs/validation.md),
     an A box multicast to the cluster's CTAs along the columns, a B box to those along the
-    rows (cluster = (rows, cols) of CTAs)."""
+    rows (cluster = (rows, cols) of CTAs). copy_kept: the panels are copied with 4-byte
+    cp.async (cuBLAS's align2 fallback kernels), each row segment as the sectors it touches,
+    a K-step boundary sector fetched again unless the L1 kept it (copy_excess_bytes; the
+    first K step has no previous one)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
     full, tail = divmod(k, bk)
 
-    def step(kc: int) -> tuple:
+    def step(kc: int, kept: float | None) -> tuple:
         # A is stored M×K (rows along M) unless transposed; B is stored K×N unless transposed
         # pitches: A stored M×K (K×M when transposed), B stored K×N (N×K when transposed)
         return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed,
                         box=(bm, bk) if tma_box else None, outer_index=i,
-                        pitch_bytes=(m if a.transposed else k) * a.eb, slices=cluster[1]),
+                        pitch_bytes=(m if a.transposed else k) * a.eb, slices=cluster[1],
+                        copy_kept=kept, outer_block=bm),
                 b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed,
                         box=(bn, bk) if tma_box else None, outer_index=j,
-                        pitch_bytes=(k if b.transposed else n) * b.eb, slices=cluster[0]),
+                        pitch_bytes=(k if b.transposed else n) * b.eb, slices=cluster[0],
+                        copy_kept=kept, outer_block=bn),
                 Mma(name, bm, bn, bk, warp_rows),
                 *((Barrier("k_step", step_cycles),) if step_cycles else ()))
 
+    # a loop's panels are one op for all its iterations: the full steps' expected kept share
+    # spreads the first step's (nothing kept) over them
+    kept_full = kept_tail = None
+    if copy_kept is not None:
+        kept_full = copy_kept * (full - 1) / full if full else 0.0
+        kept_tail = copy_kept if full else 0.0
     # the ragged last K step only when there is one (its body is not built otherwise)
-    prog = [*loop("k", 0, full, step(bk)),
-            *(loop("k", full, full + 1, step(tail)) if tail else ())]
+    prog = [*loop("k", 0, full, step(bk, kept_full)),
+            *(loop("k", full, full + 1, step(tail, kept_tail)) if tail else ())]
     prog += epilogue
     if rm * cn:     # a tile past the edge (a cluster's padding) stores nothing
         partial = partial_sector_writes(i * bm, rm, j * bn * c_eb, cn * c_eb, n * c_eb)
@@ -200,6 +239,27 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
     return Kernel(name=name, launch=Launch(grid, t.threads, smem, regs), program=program,
                   classes=classes, class_of=class_of, class_period=period, cta_coord=coord,
                   pipeline=pipeline, coord_names=("row_tile", "col_tile", "batch", "head"))
+
+
+def copy_kept_fraction(gpu, launch, a: Operand, b: Operand, m: int, n: int, k: int, bm: int,
+                       bn: int, bk: int) -> float:
+    """How likely the L1 still holds a sector a 4-byte-copied panel row shares with its
+    previous K step (copy_excess_bytes): the H200 L1 probe's hit curve (l1_curve.
+    hit_probability) at a stack distance of one K step's copies on the SM, the lines a first
+    tile's two panels touch times the CTAs resident per SM, in the L1 beside the kernel's
+    carve-out (the driver's, for the kernel's occupancy). Checked against Nsight Compute on
+    the align2 probe's P·V kernels (measurements/h200/cublas_align2/, tests/
+    test_cublas_fallback.py)."""
+    capacity = l1_capacity_bytes(gpu, launch, occupancy(gpu, launch))
+    if capacity <= 0:
+        return 0.0
+
+    def lines(op: Operand, outer: int, rows_along_k: bool, pitch: int) -> int:
+        rows, width = (bk, outer) if rows_along_k else (outer, bk)
+        return sector_bytes_read(0, rows, 0, width * op.eb, pitch * op.eb, unit=LINE_BYTES)
+    step_bytes = (lines(a, min(bm, m), a.transposed, m if a.transposed else k)
+                  + lines(b, min(bn, n), not b.transposed, k if b.transposed else n))
+    return hit_probability(resident_ctas_per_sm(gpu, launch) * step_bytes, capacity)
 
 
 def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand, c: str,
@@ -252,6 +312,11 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     fallback_args = dict(bk=fb.bk, warp_rows=fb.warp_rows, thread_issued=True,
                          step_cycles=fb.regime.k_step_cycles) if fb \
         else {"tma_box": gpu.features.tma, "cluster": cluster}
+    if fb is not None and align == 2:
+        launch = Launch((ceil_div(m, bm), ceil_div(n, bn), problem.batch * heads), tt.threads,
+                        gemm_smem_bytes(tt, eb, fb.bk), fb.registers)
+        fallback_args["copy_kept"] = copy_kept_fraction(gpu, launch, a, b, m, n, k, bm, bn,
+                                                        fb.bk)
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h
