@@ -1,8 +1,10 @@
 """The SM's L1 data cache, for the loads that look it up (Load.l1: cp.async.ca / ld.global.ca).
 
-Every other load the project's kernels issue bypasses L1 (cp.async.cg, TMA), so the L1 only
-matters for the 4-byte copies of FA-1's row statistics l and m (iosim_common.cuh cp_async4:
-4-byte copies cannot be .cg). Measured on the H200 (measurements/h200/fa1_l1/README.md):
+Every other load the project's kernels issue bypasses L1 (cp.async.cg, TMA), so in the
+simulator the L1 only matters for the 4-byte copies of FA-1's row statistics l and m
+(iosim_common.cuh cp_async4: 4-byte copies cannot be .cg). cuBLAS's align2 fallback GEMMs copy
+through L1 too; what it keeps of their K-step boundary sectors is counted in their schedules
+(algorithms/standard.copy_excess_bytes), with the same probe curve (iosim/l1_curve.py). Measured on the H200 (measurements/h200/fa1_l1/README.md):
 those copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), exactly
 the model's L2→SM excess before this module.
 
