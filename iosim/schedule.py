@@ -44,7 +44,8 @@ class Load:
     # tiles: measured L2→SM bytes exceed the valid rows' by exactly the box's missing rows,
     # 8 or 16 KB per head at every N of the sweep); also the rest of the sectors a copy's
     # requests touch beyond its bytes (TMA box rows off the sector, standard.Operand.panel;
-    # the softmax's row loads, algorithms/softmax_code.row_read_bytes)
+    # cuBLAS's align2 kernels' 4-byte copies, standard.copy_excess_bytes; the softmax's row
+    # loads, algorithms/softmax_code.row_read_bytes)
     oob_bytes: int = 0
     # multicast: the CTAs of a thread-block cluster that one L2 read of this copy reaches (TMA
     # multicast: each CTA copies its slice of a box the cluster shares and the fabric delivers

@@ -265,9 +265,35 @@ def test_copy_excess_closed_forms():
     assert copy_excess_bytes(2, False, 8, 64, 0, 3000, 0.5) == 6 * 32 - 3 * 32
     # pitch on the sector grid: nothing beyond the bytes, whatever is kept
     assert copy_excess_bytes(2, False, 128, 64, 0, 256, 0.0) == 0
+    # the ragged last K step (20 columns, 40 bytes from a step start on the sector grid): the
+    # four rows start 0 / 24 / 16 / 8 bytes into a sector and each touches 2 sectors, and
+    # three of them share their first sector with the previous step
+    assert copy_excess_bytes(2, False, 4, 20, 0, 3000, 0.0) == 8 * 32 - 4 * 40
+    assert copy_excess_bytes(2, False, 4, 20, 0, 3000, 1.0) == 8 * 32 - 4 * 40 - 3 * 32
+    # a ragged row tile starting at row 2 (offsets 16, 8, 0): two rows off the sector
+    assert copy_excess_bytes(2, False, 3, 64, 2, 3000, 0.0) == 2 * 32
     # rows along K: a 256-byte segment at column byte 256 of rows 4 bytes apart mod 32
     # (pitch 8004 B, N 4002): rows 1..7 of every 8 start mid-sector, 9 sectors instead of 8
     assert copy_excess_bytes(2, True, 128, 32, 128, 8004, 1.0) == 28 * 32
+
+
+def test_the_first_k_step_keeps_nothing():
+    """A loop's panels are one op for all its iterations: the full steps carry the kept share
+    spread over them, the first having no previous step (gemm_program)."""
+    from iosim.algorithms.standard import Operand, copy_excess_bytes, gemm_program
+    from iosim.schedule import Loop
+    p, v = Operand("P", 2), Operand("V", 2)
+    kept = 0.5
+    prog = gemm_program("O=PV", p, (0, 0), v, (0, 0), "O", (0, 0), 2, 1500, 128, 1500, 128, 128,
+                        0, 0, bk=64, copy_kept=kept)
+    full, tail = divmod(1500, 64)
+    loops = [it for it in prog if isinstance(it, Loop)]
+    assert [lp.count for lp in loops] == [full, 1]
+    p_full, p_tail = loops[0].body[0], loops[1].body[0]
+    assert p_full.oob_bytes == copy_excess_bytes(2, False, 128, 64, 0, 3000, kept * (full - 1) / full)
+    assert p_tail.oob_bytes == copy_excess_bytes(2, False, 128, tail, 0, 3000, kept)
+    # V's rows (256 bytes, on the sector grid) cross as their bytes
+    assert loops[0].body[1].oob_bytes == 0
 
 
 def test_copy_kept_follows_the_l1_curve():

@@ -116,7 +116,7 @@ def test_every_project_row_has_dram_bytes_within_five_percent(validation_dataset
     errs = {r.id: r.predicted_dram_bytes / r.measured_dram_bytes - 1 for r in rows
             if r.measured_dram_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.03} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.05} == {}
 
 
 def test_project_time_mape_without_fitted_factors_is_at_most_six_percent(validation_dataset):

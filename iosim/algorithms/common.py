@@ -60,7 +60,8 @@ LINE_BYTES = 128    # an L1 / L2 line: 4 sectors
 
 def sector_bytes_read(first_row: int, rows: int, col_bytes: int, width_bytes: int,
                       pitch_bytes: int, unit: int = SECTOR_BYTES) -> int:
-    """The bytes of whole 32-byte sectors a copy of rows [first_row, first_row + rows) reads,
+    """The bytes of whole 32-byte sectors (of whole `unit`-byte blocks) a copy of rows
+    [first_row, first_row + rows) reads,
     each row's segment [col_bytes, col_bytes + width_bytes) of a row-major tensor of pitch
     `pitch_bytes`: a segment that starts or ends inside a sector reads all of it (a 128-byte
     TMA box row that starts 16 bytes into a sector crosses the L2→SM path as 5 sectors, 160

@@ -101,11 +101,19 @@ class Operand:
         what that adds to the panel's bytes (measurements/h200/tma_pitch/). K steps start on
         the sector grid (BK·bytes a multiple of 32). `slices`: the CTAs of a cluster that
         share the panel (multicast) each copy 1/slices of every box row, and each slice
-        crosses as the sectors it touches, once per CTA it reaches (box_excess_bytes)."""
+        crosses as the sectors it touches, once per CTA it reaches (box_excess_bytes).
+        `copy_kept` (no box: cuBLAS's align2 kernels' 4-byte copies): the sectors each row
+        segment touches, a K-step boundary sector crossing again unless kept in L1 with that
+        probability (copy_excess_bytes); `outer_block`, the tile's extent along the outer
+        dimension, places the panel's first row or column."""
         nbytes = outer_len * k_len * self.eb
-        oob = box_excess_bytes(self.eb, rows_along_k, box, outer_len, k_len, outer_index,
-                               pitch_bytes, slices) if box else 0
-        if copy_kept is not None:
+        oob = 0
+        if box:
+            oob = box_excess_bytes(self.eb, rows_along_k, box, outer_len, k_len, outer_index,
+                                   pitch_bytes, slices)
+        elif copy_kept is not None:
+            if outer_block <= 0:
+                raise ValueError("a 4-byte-copied panel needs its tile's outer_block")
             oob = copy_excess_bytes(self.eb, rows_along_k, outer_len, k_len,
                                     outer_index * outer_block, pitch_bytes, copy_kept)
         if rows_along_k:
@@ -153,7 +161,10 @@ def copy_excess_bytes(eb: int, rows_along_k: bool, outer_len: int, k_len: int, o
     segment of a row that starts inside a sector shares that sector with the same row's
     previous K step, fetched one step earlier by this CTA; the L1 still holds it with
     probability `kept` (gemm_kernel: the L1 probe's hit curve at one K step's lines on the
-    SM), and then it does not cross again."""
+    SM), and then it does not cross again. Assumes K steps start on the sector grid (BK·bytes
+    a multiple of 32) and, for rows along K, K steps of whole pitch periods (BK a multiple of
+    32 / gcd(pitch mod 32, 32)), as BK 32 / 64 at 2 bytes are; a step that spans a whole
+    stored row counts the sector it shares with the next row twice (tiny problems only)."""
     if rows_along_k:    # rows: one K index each; segment: the tile's outer columns
         read = sector_bytes_read(0, k_len, outer_start * eb, outer_len * eb, pitch_bytes)
         return read - outer_len * k_len * eb
