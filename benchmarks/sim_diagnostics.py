@@ -16,6 +16,7 @@ default 11: its own draw), e.g. the figures docs/simulator.md quotes about its m
     python benchmarks/sim_diagnostics.py waves --row 19 --kernel 0  # per wave (232 waves)
     python benchmarks/sim_diagnostics.py dram-queue --row 19        # K misses behind write-backs
     python benchmarks/sim_diagnostics.py dram-backlog --row 11      # DRAM work carried across kernels
+    python benchmarks/sim_diagnostics.py slot-phases --row 32       # co-resident CTAs' phases
 """
 from __future__ import annotations
 
@@ -258,6 +259,24 @@ def dram_backlog(algo: str, n: int, causal: bool) -> None:
           f"({fa.time_s / ex.time_s - 1:+.2%})")
 
 
+def slot_phases(algo: str, n: int, causal: bool, kernel: int = 0) -> None:
+    """Exact mode: on each SM, the time between consecutive CTA starts over the later CTA's
+    duration (its slot's phase against the slot that started before it; the first two CTAs
+    of an SM, the first wave's, left out): quantiles 5/25/50/75/95%. Evenly spaced slots of
+    k per SM give 1/k; slots in lockstep, 0 and 1 alternately."""
+    schedule, gpu = _schedule(algo, n, causal)
+    df = simulate(schedule, gpu, "exact").timeline_df()
+    df = df[df.kernel == kernel].sort_values(["sm", "start_s"])
+    offs = []
+    for _, g in df.groupby("sm"):
+        st, en = g.start_s.to_numpy(), g.end_s.to_numpy()
+        offs += [(st[i] - st[i - 1]) / (en[i] - st[i]) for i in range(2, len(st))]
+    offs.sort()
+    q = [offs[min(len(offs) - 1, int(f * len(offs)))] for f in (0.05, 0.25, 0.5, 0.75, 0.95)]
+    print(f"  {len(offs)} starts; offset in CTA durations at 5/25/50/75/95%: "
+          + " ".join(f"{x:.3f}" for x in q))
+
+
 def budget() -> None:
     """The headline problem at three L2 replay budgets: DRAM reads, in-process time (second
     run of each)."""
@@ -273,7 +292,7 @@ def budget() -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["waves", "l2-queue", "budget", "band", "dram-queue",
-                                         "dram-backlog"])
+                                         "dram-backlog", "slot-phases"])
     ap.add_argument("algo", nargs="?", default="fa2")
     ap.add_argument("seq", nargs="?", type=int, default=4096)
     ap.add_argument("--causal", action="store_true")
@@ -299,6 +318,8 @@ def main(argv=None) -> int:
         dram_queue(args.algo, args.seq, args.causal, args.kernel)
     elif args.what == "dram-backlog":
         dram_backlog(args.algo, args.seq, args.causal)
+    elif args.what == "slot-phases":
+        slot_phases(args.algo, args.seq, args.causal, args.kernel)
     else:
         budget()
     return 0

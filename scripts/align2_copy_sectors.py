@@ -15,14 +15,12 @@ figures.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 from pathlib import Path
 
 from iosim import AttentionProblem, load_gpu
 from iosim.algorithms import build_schedule
-from iosim.algorithms.standard import copy_kept_fraction  # noqa: F401  (documented above)
+from iosim.measure.ncu import parse_csv
 from iosim.schedule import program_totals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,12 +39,10 @@ def probe_kernels() -> list:
         form, n, d = head.split()[:3]
         if form not in KERNEL_OF_FORM:
             continue
-        rows = list(csv.reader(io.StringIO("\n".join(
-            line for line in rest.splitlines() if line.startswith('"')))))
-        row = dict(zip(rows[0], rows[2]))            # rows[1]: units
-        name = row["Kernel Name"]
+        (row,) = parse_csv(rest)
+        name = row["kernel"]
         name = name[name.index("cutlass_80"):name.index(">")]
-        measured = float(row["l1tex__m_xbar2l1tex_read_bytes.sum"].replace(",", ""))
+        measured = row["l2_to_sm_read_bytes"]
         out.append((form, int(n), int(d), batch[(form, int(n), int(d))], name, measured))
     return out
 

@@ -227,6 +227,13 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     return tuple(prog)
 
 
+def tile_grid(problem, heads: int, m: int, n: int, bm: int, bn: int,
+              cluster: tuple = (1, 1)) -> tuple:
+    """A batched GEMM's grid: its tile counts rounded up to the cluster's extent, B·heads."""
+    return (ceil_div(ceil_div(m, bm), cluster[0]) * cluster[0],
+            ceil_div(ceil_div(n, bn), cluster[1]) * cluster[1], problem.batch * heads)
+
+
 def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: Tiling,
                 smem: int, regs: int, program_of, pipeline, cluster: tuple = (1, 1)) -> Kernel:
     """Grid (⌈M/BM⌉, ⌈N/BN⌉, B·heads), z = b·heads + h: a batched GEMM's launch shape, its
@@ -234,8 +241,7 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
     the padded tiles lie past the tensor's edge). CTAs fall into classes: interior tiles, the
     ragged last row of tiles, the ragged last column, the corner, and the padding's."""
     tiles_m, tiles_n = ceil_div(m, bm), ceil_div(n, bn)
-    grid = (ceil_div(tiles_m, cluster[0]) * cluster[0], ceil_div(tiles_n, cluster[1]) * cluster[1],
-            problem.batch * heads)
+    grid = tile_grid(problem, heads, m, n, bm, bn, cluster)
 
     def coord(cta: int) -> tuple:
         i, j, z = grid_index(cta, grid)
@@ -324,7 +330,7 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
                          step_cycles=fb.regime.k_step_cycles) if fb \
         else {"tma_box": gpu.features.tma, "cluster": cluster}
     if fb is not None and align == 2:
-        launch = Launch((ceil_div(m, bm), ceil_div(n, bn), problem.batch * heads), tt.threads,
+        launch = Launch(tile_grid(problem, heads, m, n, bm, bn), tt.threads,
                         gemm_smem_bytes(tt, eb, fb.bk), fb.registers)
         fallback_args["copy_kept"] = copy_kept_fraction(gpu, launch, a, b, m, n, k, bm, bn,
                                                         fb.bk)

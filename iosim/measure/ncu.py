@@ -27,10 +27,14 @@ UNIT = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
 MARKER = "iosim_marker"
 
 
-def ncu_command(python_args: list, output_csv: str | None = None) -> list:
-    return ["ncu", "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv",
-            "--page", "raw", "--print-units", "base", *(["--log-file", output_csv] if output_csv else []),
-            "python3", *python_args]
+def ncu_command(python_args: list, output_csv: str | None = None, metrics=METRICS,
+                kernel_regex: str | None = None) -> list:
+    """ncu over `python3 python_args` (clocks left alone, raw page in base units); `metrics`
+    and a `--kernel-name regex:` filter where a probe needs its own."""
+    return ["ncu", "--clock-control", "none", "--metrics", ",".join(metrics), "--csv",
+            "--page", "raw", "--print-units", "base",
+            *(["--kernel-name", f"regex:{kernel_regex}"] if kernel_regex else []),
+            *(["--log-file", output_csv] if output_csv else []), "python3", *python_args]
 
 
 def marker():

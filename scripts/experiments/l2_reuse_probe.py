@@ -64,7 +64,8 @@ TILE_BYTES = 8192
 MEASURED_STEPS = 48
 KS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30, 32,
       36, 40)
-METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum"
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
+           "lts__t_bytes.sum")
 
 
 def configs(sm_count: int) -> list:
@@ -93,10 +94,9 @@ def target() -> None:
 def main(out_csv: str) -> None:
     sys.path.insert(0, os.getcwd())
     import cupy as cp
-    from iosim.measure.ncu import parse_csv
+    from iosim.measure.ncu import ncu_command, parse_csv
     g = cp.cuda.Device().attributes["MultiProcessorCount"]
-    cmd = ["ncu", "--clock-control", "none", "--metrics", METRICS, "--csv", "--page", "raw",
-           "--print-units", "base", "-k", "regex:l2reuse", "python3", __file__, "--target"]
+    cmd = ncu_command([__file__, "--target"], metrics=METRICS, kernel_regex="l2reuse")
     res = subprocess.run(cmd, capture_output=True, text=True)
     with open(out_csv + ".ncu_raw.csv", "w") as f:     # every metric, as ncu printed it
         f.write(res.stdout)
