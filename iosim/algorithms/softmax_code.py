@@ -60,7 +60,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .common import SECTOR_BYTES     # the L2's sector, what an L1 request fetches
+from ..l1_curve import hit_probability
+from .common import LINE_BYTES, SECTOR_BYTES     # an L1 request fetches sectors
 
 VECTOR_ACCESS_BYTES = 16          # LDG.E.128 / STG.E.128 per lane
 SCALAR_ACCESS_BYTES = 2           # LDG.E.U16 per lane
@@ -164,26 +165,78 @@ def _vector_block_accesses(row_bytes: int) -> list:
     return [[ins for ins in block if ins] for block in out]
 
 
-@lru_cache(maxsize=256)
-def row_read_bytes(row_bytes: int, row_offset: int) -> int:
+def _scalar_block_sizes(m: int) -> list:
+    """The scalar path's unrolled blocks for a lane with `m` accesses left after its
+    remainder trips (a multiple of 4): 16 while more than 12 are left, 8 if more than 4, 4."""
+    sizes = []
+    while m > 12:
+        sizes.append(16)
+        m -= 16
+    if m > 4:
+        sizes.append(8)
+        m -= 8
+    if m > 0:
+        sizes.append(4)
+    return sizes
+
+
+def _trip_accesses(row_bytes: int) -> list:
+    """One warp's copy of a row as its dependent round trips, in order: each trip the access
+    indices (16-byte chunks or 2-byte elements, by path; lane l's k-th access is l + 32k) its
+    instructions read, all in flight together. The remainder loop's trips first (one access
+    per lane), then the unrolled blocks (module docstring)."""
+    if path(row_bytes) == "vector":
+        return [[c for ins in block for c in ins] for block in _vector_block_accesses(row_bytes)]
+    its = _iterations(row_bytes, SCALAR_ACCESS_BYTES)
+    rem = [it % 4 for it in its]
+    trips = [[lane + WARP_LANES * t for lane in range(WARP_LANES) if t < rem[lane]]
+             for t in range(max(rem))]
+    blocks: list = []
+    for lane in range(WARP_LANES):
+        k = rem[lane]
+        for j, size in enumerate(_scalar_block_sizes(its[lane] - rem[lane])):
+            if j == len(blocks):
+                blocks.append([])
+            blocks[j].extend(lane + WARP_LANES * (k + s) for s in range(size))
+            k += size
+    return [t for t in trips + blocks if t]
+
+
+@lru_cache(maxsize=1024)
+def row_read_bytes(row_bytes: int, row_offset: int, kept: tuple = ()) -> float:
     """L2 → SM bytes of one warp's copy of a row of `row_bytes` starting `row_offset` bytes
-    into a sector (module docstring): on the 16-byte path the sectors each block's
-    instructions request, each once per block; on the scalar path the row's bytes."""
-    if path(row_bytes) != "vector":
-        return row_bytes
-    sectors = 0
-    for block in _vector_block_accesses(row_bytes):
-        seen: set = set()
-        for ins in block:
-            touched = {(row_offset + VECTOR_ACCESS_BYTES * c) // SECTOR_BYTES for c in ins}
-            sectors += len(touched - seen)
-            seen |= touched
+    into a sector (module docstring): each trip fetches the sectors its instructions touch,
+    once (the L1 merges requests in flight together); a sector an earlier trip of the row
+    fetched `g` trips before is fetched again unless the L1 still holds it, with probability
+    kept[g - 1] (none beyond the tuple: copy_kept)."""
+    access = VECTOR_ACCESS_BYTES if path(row_bytes) == "vector" else SCALAR_ACCESS_BYTES
+    last: dict = {}
+    sectors = 0.0
+    for t, accesses in enumerate(_trip_accesses(row_bytes)):
+        for s in {(row_offset + access * c) // SECTOR_BYTES for c in accesses}:
+            g = t - last.get(s, t)
+            sectors += 1.0 - (kept[g - 1] if 0 < g <= len(kept) else 0.0) if g else 1.0
+            last[s] = t
     return sectors * SECTOR_BYTES
 
 
-def rows_read_bytes(first_row: int, rows: int, row_bytes: int) -> int:
+def copy_kept(row_bytes: int, warps_per_sm: int, l1_bytes: int) -> tuple:
+    """kept[g - 1]: how likely the L1 still holds a sector a warp's row copy fetched g trips
+    earlier (row_read_bytes). Between a warp's trips every warp on the SM copies, on average,
+    a trip's share of its own row (each warp one row, the same loop): a stack distance of
+    g × warps × the row's lines / its trips, read on the H200 L1 probe's hit curve
+    (l1_curve.hit_probability) in the L1 beside the kernel's carve-out."""
+    trips = row_load_trips(row_bytes)
+    if l1_bytes <= 0 or trips < 2:
+        return ()
+    row_lines_bytes = (-(-row_bytes // LINE_BYTES) + 1) * LINE_BYTES
+    per_trip = warps_per_sm * row_lines_bytes / trips
+    return tuple(round(hit_probability(g * per_trip, l1_bytes), 6) for g in range(1, trips))
+
+
+def rows_read_bytes(first_row: int, rows: int, row_bytes: int, kept: tuple = ()) -> int:
     """L2 → SM bytes of the copies of rows [first_row, first_row + rows) of one matrix of S
     (row r starts r·row_bytes into it; a matrix starts on a sector wherever the 16-byte path
-    runs: N·bytes a multiple of 16 and N even)."""
-    return sum(row_read_bytes(row_bytes, (r * row_bytes) % SECTOR_BYTES)
-               for r in range(first_row, first_row + rows))
+    runs: N·bytes a multiple of 16 and N even), kept as in row_read_bytes."""
+    return round(sum(row_read_bytes(row_bytes, (r * row_bytes) % SECTOR_BYTES, kept)
+                     for r in range(first_row, first_row + rows)))

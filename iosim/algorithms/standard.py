@@ -357,9 +357,9 @@ def line_misaligned(problem) -> bool:
     return (problem.seq_kv * problem.elem_bytes) % LINE_BYTES != 0
 
 
-def softmax_program(problem, gpu, b, h, i, resident: int = 1) -> tuple:
+def softmax_program(problem, gpu, b, h, i, resident: int = 1, kept: tuple = ()) -> tuple:
     """resident: the kernel's CTAs per SM (machine.resident_ctas_per_sm), each a warp per SM
-    sub-partition."""
+    sub-partition; kept: softmax_code.copy_kept of its row copies (softmax_kept)."""
     n, eb = problem.seq_kv, problem.elem_bytes
     rows = rows_in_block(i, ROWS_PER_CTA, problem.seq_q)
     mis = line_misaligned(problem)
@@ -375,8 +375,9 @@ def softmax_program(problem, gpu, b, h, i, resident: int = 1) -> tuple:
         lone = max(0.0, softmax_code.lone_row_cycles(n, eb)
                    - 2 * rows * n / gpu.exp_per_clock_per_sm) / 3
         # the sectors its load instructions request beyond S's bytes (softmax_code.
-        # row_read_bytes) cross the L2 → SM path and hold no line
-        extra = softmax_code.rows_read_bytes(i * ROWS_PER_CTA, rows, n * eb) - rows * n * eb
+        # row_read_bytes: each trip's touched sectors, less those the L1 kept from an earlier
+        # trip) cross the L2 → SM path and hold no line
+        extra = softmax_code.rows_read_bytes(i * ROWS_PER_CTA, rows, n * eb, kept) - rows * n * eb
         return (Load("S", (b, h, i), rows, n, rows * n * eb, oob_bytes=extra,
                      line_misaligned=mis, round_trips=softmax_code.row_load_trips(n * eb)),
                 *mask,
@@ -406,6 +407,17 @@ def softmax_program(problem, gpu, b, h, i, resident: int = 1) -> tuple:
                 Exp("exp", rows * w), Alu("subtract,scale", 2 * rows * w),
                 Store("P", (b, h, i, "c"), rows, w, rows * w * eb, line_misaligned=mis))
     return chunks(pass1) + chunks(pass2)
+
+
+def softmax_kept(problem, gpu, launch) -> tuple:
+    """softmax_code.copy_kept for the softmax kernel's launch: its resident warps (a warp per
+    row, ROWS_PER_CTA per CTA) and the L1 beside its carve-out (l1_curve); () for the two-pass
+    form, whose chunk loads are not enumerated."""
+    if not single_pass(problem, gpu):
+        return ()
+    capacity = l1_capacity_bytes(gpu, launch, occupancy(gpu, launch))
+    return softmax_code.copy_kept(problem.seq_kv * problem.elem_bytes,
+                                  resident_ctas_per_sm(gpu, launch) * ROWS_PER_CTA, capacity)
 
 
 def single_pass(problem, gpu) -> bool:
@@ -510,12 +522,13 @@ def forward_kernels(problem, gpu, t: Tiling, fill_wave: bool = True,
     sm_launch = Launch((ceil_div(nq, ROWS_PER_CTA), problem.batch, problem.heads_q),
                        rt.threads, sm_smem, 32)
     resident = resident_ctas_per_sm(gpu, sm_launch)
+    kept = softmax_kept(problem, gpu, sm_launch)
     return (
         gemm("std_fwd_qk", problem, gpu, t, "S=QK^T", Operand("Q", eb),
                     Operand("K", eb, transposed=True), "S", eb, nq, nkv, d, t.block_kv,
                     b_is_kv=True, scale=True),
         q_block_kernel("std_fwd_softmax", problem, rt, sm_smem, 32,
-                       lambda b, h, i: softmax_program(problem, gpu, b, h, i, resident),
+                       lambda b, h, i: softmax_program(problem, gpu, b, h, i, resident, kept),
                        Pipeline(stages=1)),
         gemm("std_fwd_pv", problem, gpu, td, "O=PV", Operand("P", eb), Operand("V", eb),
                     "O", eb, nq, d, nkv, bd, b_is_kv=True),

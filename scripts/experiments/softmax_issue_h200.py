@@ -65,20 +65,29 @@ def main(argv=None):
     ap.add_argument("--ncu", action="store_true", help="one launch of variants 0 and 4 at each N")
     ap.add_argument("--ncu-seqs", default="", help="with --ncu: comma-separated N instead of SEQS, "
                     "B 1 H 16 (the shapes of measurements/h200/softmax_scalar/'s ncu rows)")
+    ap.add_argument("--ncu-ctas", default="0", help="with --ncu-seqs: comma-separated CTAs per SM "
+                    "to pad each launch to (0: the kernel's own shared memory; n: more dynamic "
+                    "shared memory, so the L1 beside it shrinks)")
     a = ap.parse_args(argv)
     import cupy as cp
     from iosim.measure.microbench import _time_ms
-    n = max(b * h * s * s for s in SEQS for b, h in [shape(s)])
+    seqs = [int(x) for x in a.ncu_seqs.split(",")] if a.ncu_seqs else SEQS
+    n = max([b * h * s * s for s in SEQS for b, h in [shape(s)]]
+            + [16 * s * s for s in seqs if a.ncu_seqs])
     S = cp.random.standard_normal(n, dtype=cp.float32).astype(cp.float16)
     P = cp.empty_like(S)
     if a.ncu:
-        seqs = [int(x) for x in a.ncu_seqs.split(",")] if a.ncu_seqs else SEQS
+        ctas_list = [int(x) for x in a.ncu_ctas.split(",")] if a.ncu_seqs else [0]
         for seq in seqs:
             for variant in (0, 4) if (seq * 2) % 16 == 0 and not a.ncu_seqs else (0,):
-                fn, _ = launcher(seq, variant, 0, S, P, (1, 16) if a.ncu_seqs else None)
-                fn()
-                cp.cuda.Device().synchronize()
-                print(f"ncu launch N {seq} v{variant}", flush=True)
+                for ctas in ctas_list:
+                    fn, per_sm = launcher(seq, variant, ctas, S, P, (1, 16) if a.ncu_seqs else None)
+                    if fn is None:
+                        print(f"ncu skip N {seq} v{variant} ctas {ctas}", flush=True)
+                        continue
+                    fn()
+                    cp.cuda.Device().synchronize()
+                    print(f"ncu launch N {seq} v{variant} ctas {ctas} per_sm {per_sm}", flush=True)
         return
     rows = []
     for seq in SEQS:
