@@ -78,19 +78,16 @@ def _project(rows):
 # (validate.gemm_tiling: nvjet's tiles and clusters, CUTLASS's fallback kernels with their
 # launch as Nsight Compute measured it; the rule's own picks are scored by
 # scripts/cublas_given_tiles.py). Beyond 1% are rows whose fallback kernels miss Nsight
-# Compute's count (the align2 P V kernels at N 1500 / 2050 / 2730 / 3500 read 6.5 / 4.6 / 5.1 /
-# 4.0% less; at N 1001 P V -2.4% and the softmax -1.8%; at N 4097 the align1 S kernel +4.1%;
-# benchmarks/results/cublas_given_tiles.txt),
-# and N 1800 (+1.1%), whose softmax reads 4% more than Nsight Compute counts: at that N the L1
-# also keeps 6-60% of an earlier unrolled block's sectors (measurements/h100/copy_wavefronts/).
+# Compute's count: the align1 S kernels read 3.3-4.2% less than their panels' bytes (N 4097,
+# N 5123; the align1 probe's S kernels too, measurements/h200/cublas_align1/), and the align2
+# P V kernel at one CTA per SM keeps fewer K-step boundary sectors in L1 than the probe curve
+# says (N 2730: -3.9%, standard.copy_excess_bytes). The softmax kernels' sectors (trip
+# boundaries kept by the L1, softmax_code.copy_kept) took N 1001, N 1800 and N 3500 inside.
 # Named, so that any other row leaving the budget still fails these tests.
-# align1 kernels (N 1001, 4097) and align2 P V kernels at one CTA per SM (N 2730, 3500: fewer
-# K-step boundary sectors kept in L1 than the probe curve says, standard.copy_excess_bytes)
-FALLBACK_KERNELS = {"iosim-standard-fwd-N1001-d64-H16-B4-fp16-full",
-                    "iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
+FALLBACK_KERNELS = {"iosim-standard-fwd-N2730-d128-H8-B1-fp16-causal",
                     "iosim-standard-fwd-N4097-d128-H4-B1-fp16-full",
-                    "iosim-standard-fwd-N3500-d128-H8-B2-fp16-causal"}
-CUBLAS_ODD_TILES = {"iosim-standard-fwd-N1800-d64-H16-B2-fp16-full"} | FALLBACK_KERNELS
+                    "iosim-standard-fwd-N5123-d64-H4-B1-fp16-causal"}
+CUBLAS_ODD_TILES = FALLBACK_KERNELS
 
 
 def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_percent(validation_dataset):
@@ -102,12 +99,12 @@ def test_every_project_row_but_cublas_odd_tiles_has_l2_to_sm_bytes_within_one_pe
 
 
 def test_no_project_row_is_beyond_three_percent_l2_to_sm(validation_dataset):
-    # where the replayed schedules stand today: worst N 2730, -2.1%
+    # where the replayed schedules stand today: worst N 4097, +1.5%
     rows = _project(validation_dataset[0])
     errs = {r.id: r.predicted_l2_to_sm_bytes / r.measured_l2_to_sm_bytes - 1 for r in rows
             if r.measured_l2_to_sm_bytes}
     assert len(errs) >= 20
-    assert {k: v for k, v in errs.items() if abs(v) > 0.03} == {}
+    assert {k: v for k, v in errs.items() if abs(v) > 0.02} == {}
 
 
 @NOT_YET

@@ -38,23 +38,23 @@ Both were read off the H200 (measurements/h200/softmax_scalar/, README there):
   would (`issue_efficiency`). The schedule makes the lone time a floor under the CTA's
   compute (Alu.lone_cycles) and spreads the issue slots its occupancy leaves empty over its
   ops (Alu.issue_per_op: issue slots, its instructions over the efficiency).
-- The L2 → SM bytes of the 16-byte path's copy (`row_read_bytes`): each load instruction
-  requests the 32-byte sectors its active lanes' 16-byte accesses touch. The lanes of one
-  instruction need not be one contiguous run: where a row's 16-byte chunks are not a multiple
-  of 32, the lanes whose remainder loop ran are a few iterations ahead of the others in every
-  block, so an instruction reads two runs and each run's end can share a sector with the
-  other's. The sectors an earlier instruction of the same block already requested (in flight
-  together) are merged by the L1; those of an earlier block are fetched again. Nsight Compute
-  on the H100 (measurements/h100/copy_wavefronts/, the kernel alone at N 1800 ... 7000 and
-  3008 / 3016): the requested sectors (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld`) are this
-  enumeration's to 4 digits at every N (6.1-6.7% above S's bytes at N 1800, 3000, 5000,
-  7000, 3016; 3.2-3.4% at N 2600, 4200, 6200; none at 3008); the L2 → SM bytes
-  (`l1tex__m_xbar2l1tex_read_bytes`) are those less the merged ones within +0.2 ... +1.3%,
-  except N 1800 (+3.4%): the L1 also keeps some of an earlier block's sectors (6-60% of
-  them, by N and occupancy), not modelled. The scalar path (2-byte loads, where a 64-byte
-  instruction spans up to 3 sectors) requests 1.4-1.9x its row's bytes and its L1 merges
-  nearly all of them; its L2 → SM bytes are the row's bytes, as before (the validation's
-  scalar rows read 0.7-3.3% more).
+- The L2 → SM bytes of a row's copy (`row_read_bytes`): each load instruction requests the
+  32-byte sectors its active lanes' accesses touch. The lanes of one instruction need not be
+  one contiguous run: the lanes whose remainder loop ran are a few iterations ahead of the
+  others in every block, so an instruction reads two runs and each run's end can share a
+  sector with the other's. The sectors of one trip (in flight together) are merged by the
+  L1; those an earlier trip of the row fetched are fetched again unless the L1 still holds
+  them (`copy_kept`: the L1 probe curve at the SM's copy traffic between the two trips).
+  Nsight Compute on the H100, 16-byte path (measurements/h100/copy_wavefronts/, the kernel
+  alone at N 1800 ... 7000 and 3008 / 3016): the requested sectors
+  (`l1tex__t_sectors_pipe_lsu_mem_global_op_ld`) are this enumeration's to 4 digits at every
+  N; the L2 → SM bytes (`l1tex__m_xbar2l1tex_read_bytes`) are the schedule's within
+  -1.5 ... +0.1%, N 1800 +2.7% (nothing kept: +0.2 ... +1.3%, N 1800 +3.4%). The scalar path
+  (2-byte loads, a 64-byte instruction spanning up to 3 sectors) requests 1.4-1.9x its row's
+  bytes and merges them within each trip; its trips' boundaries split a few 32-element windows
+  between the two runs. No probe has measured its L2 → SM bytes yet (scripts/experiments/
+  l1_l2_reuse_h200.sh); the validation's scalar rows' softmax kernels are within
+  -0.6 ... +0.3% of it, N 1500 +2.5% (0.7-3.3% short when it counted the row's bytes alone).
 """
 from __future__ import annotations
 
