@@ -5,6 +5,7 @@ Compute's shared-memory configurations, FA-1's L1 hits of its row statistics
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,55 @@ def test_counting_repeated_kv_iterations_equals_walking_every_op(seq, causal, st
         assert want[1] > 0
         assert got[0] == pytest.approx(want[0], rel=1e-9, abs=1e-6)
         assert got[1] == pytest.approx(want[1], rel=1e-12)
+
+
+# ---- L1 tiles shared between CTAs (cuBLAS's align1 panels): the walk along a dispatch ----
+def _two_cta_kernel(shared: bool) -> Kernel:
+    """Two CTAs each loading 8 tiles through L1: the same 8 (shared) or their own."""
+    def program(cta: int) -> tuple:
+        return tuple(Load("a", (0 if shared else cta, t), 64, 64, 8192, l1=True)
+                     for t in range(8))
+    return Kernel(name="k", launch=Launch((2, 1, 1), 128, 1024, 32), program=program,
+                  classes=((0, 1), (1, 1)), cta_coord=lambda c: (c, 0, 0),
+                  pipeline=Pipeline(stages=1), class_of=lambda c: c)
+
+
+def test_sharing_is_found_only_where_two_ctas_load_one_tile():
+    from iosim.sim.l1 import shares_l1_tiles
+    assert shares_l1_tiles(_two_cta_kernel(True))
+    assert not shares_l1_tiles(_two_cta_kernel(False))
+    assert not shares_l1_tiles(fa1_schedule(1024).kernels[0])       # per-CTA statistics
+
+
+def test_a_shared_tile_hits_where_the_second_cta_runs_on_the_same_sm_after_the_first():
+    """Two CTAs on one SM, the second starting after the first's span: its 8 loads are the
+    first's tiles at the distance of the 8 tiles since (7 · 8 KB for each: every tile the
+    first touched after it, then the second's own loads before it, re-ordered), each hit
+    with the curve's probability; on two SMs, nothing hits."""
+    from iosim.sim.l1 import dispatch_l1_hit_fraction
+    k = _two_cta_kernel(True)
+    cap = 94208.0
+    same = dispatch_l1_hit_fraction(k, [(0, 5, 0.0, 1.0), (1, 5, 1.0, 2.0)], cap)
+    assert same == pytest.approx(0.5 * hit_probability(7 * 8192, cap))
+    apart = dispatch_l1_hit_fraction(k, [(0, 5, 0.0, 1.0), (1, 6, 1.0, 2.0)], cap)
+    assert apart == 0.0
+    own = dispatch_l1_hit_fraction(_two_cta_kernel(False), [(0, 5, 0.0, 1.0), (1, 5, 1.0, 2.0)],
+                                   cap)
+    assert own == 0.0
+
+
+def test_align1_panels_are_l1_loads_and_the_fast_mode_counts_their_shared_hits():
+    """cuBLAS's align1 S = Q Kᵀ (odd N): its panels load through L1 (2-byte LDG), CTAs of one
+    row or column of tiles share them, and both modes count hits of co-resident CTAs (exact
+    mode's SmL1 as the CTAs interleave, the fast mode along its own dispatch): a few percent
+    of the panels' bytes, no L2→SM bytes for them."""
+    p = AttentionProblem(batch=1, heads_q=4, heads_kv=4, seq_q=2997, seq_kv=2997, head_dim=64)
+    s = build_schedule(p, H200, "standard")
+    qk = s.kernels[0]
+    t = qk.totals()
+    assert t.l1_load_bytes == t.bytes_loaded - t.oob_load_bytes > 0
+    one = dataclasses.replace(s, kernels=(qk,))
+    for mode in ("fast", "exact"):
+        r = simulate(one, H200, mode, l2_protocol="ncu", exact_below_events=0).kernels[0]
+        assert 0.005 * t.l1_load_bytes < r.l1_hit_bytes < 0.2 * t.l1_load_bytes, mode
+        assert r.l2_to_sm_bytes == pytest.approx(t.bytes_loaded - r.l1_hit_bytes)

@@ -93,7 +93,8 @@ class Operand:
 
     def panel(self, prefix: tuple, outer, k, outer_len: int, k_len: int, rows_along_k: bool,
               box: tuple | None = None, outer_index: int = 0, pitch_bytes: int = 0,
-              slices: int = 1, copy_kept: float | None = None, outer_block: int = 0):
+              slices: int = 1, copy_kept: float | None = None, outer_block: int = 0,
+              l1: bool = False):
         """The panel as stored: coordinates and rows×cols in the tensor's own layout. `box`:
         the (outer, k) extent of the TMA box that copies it. Its rows past the tensor's edge
         cross the L2→SM path in full, and each valid row as the whole sectors its box row
@@ -105,7 +106,8 @@ class Operand:
         `copy_kept` (no box: cuBLAS's align2 kernels' 4-byte copies): the sectors each row
         segment touches, a K-step boundary sector crossing again unless kept in L1 with that
         probability (copy_excess_bytes); `outer_block`, the tile's extent along the outer
-        dimension, places the panel's first row or column."""
+        dimension, places the panel's first row or column. `l1`: copied by plain loads through
+        the SM's L1 (cuBLAS's align1 kernels' 2-byte LDG; Load.l1)."""
         nbytes = outer_len * k_len * self.eb
         oob = 0
         if box:
@@ -118,9 +120,9 @@ class Operand:
                                     outer_index * outer_block, pitch_bytes, copy_kept)
         if rows_along_k:
             return Load(self.tensor, (*prefix, k, outer), k_len, outer_len, nbytes, oob_bytes=oob,
-                        multicast=slices)
+                        multicast=slices, l1=l1)
         return Load(self.tensor, (*prefix, outer, k), outer_len, k_len, nbytes, oob_bytes=oob,
-                    multicast=slices)
+                    multicast=slices, l1=l1)
 
 
 @lru_cache(maxsize=16384)
@@ -178,7 +180,7 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
                  epilogue=(), bk: int = BK, warp_rows: int = 16,
                  thread_issued: bool = False, step_cycles: float = 0.0,
                  tma_box: bool = False, cluster: tuple = (1, 1),
-                 copy_kept: float | None = None) -> tuple:
+                 copy_kept: float | None = None, l1_copies: bool = False) -> tuple:
     """C[i, j] = Σ_k A[i, k]·B[k, j] for one BM×BN output tile (M×N×K problem).
 
     A panels (BM×BK) and B panels (BK×BN) stream through shared memory; the accumulator
@@ -190,7 +192,9 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     rows (cluster = (rows, cols) of CTAs). copy_kept: the panels are copied with 4-byte
     cp.async (cuBLAS's align2 fallback kernels), each row segment as the sectors it touches,
     a K-step boundary sector fetched again unless the L1 kept it (copy_excess_bytes; the
-    first K step has no previous one)."""
+    first K step has no previous one). l1_copies: the panels are loaded through the SM's L1
+    (cuBLAS's align1 kernels: 2-byte LDG into registers), where a co-resident CTA's copy of
+    the same panel can hit (Load.l1)."""
     rm = rows_in_block(i, bm, m)
     cn = rows_in_block(j, bn, n)
     full, tail = divmod(k, bk)
@@ -201,11 +205,11 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
         return (a.panel(a_prefix, i, "k", rm, kc, rows_along_k=a.transposed,
                         box=(bm, bk) if tma_box else None, outer_index=i,
                         pitch_bytes=(m if a.transposed else k) * a.eb, slices=cluster[1],
-                        copy_kept=kept, outer_block=bm),
+                        copy_kept=kept, outer_block=bm, l1=l1_copies),
                 b.panel(b_prefix, j, "k", cn, kc, rows_along_k=not b.transposed,
                         box=(bn, bk) if tma_box else None, outer_index=j,
                         pitch_bytes=(k if b.transposed else n) * b.eb, slices=cluster[0],
-                        copy_kept=kept, outer_block=bn),
+                        copy_kept=kept, outer_block=bn, l1=l1_copies),
                 Mma(name, bm, bn, bk, warp_rows),
                 *((Barrier("k_step", step_cycles),) if step_cycles else ()))
 
@@ -329,11 +333,15 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     fallback_args = dict(bk=fb.bk, warp_rows=fb.warp_rows, thread_issued=True,
                          step_cycles=fb.regime.k_step_cycles) if fb \
         else {"tma_box": gpu.features.tma, "cluster": cluster}
-    if fb is not None and align == 2:
+    if fb is not None:
+        # both fallback regimes copy row segments narrower than 16 bytes (align2: 4-byte
+        # cp.async, align1: 2-byte LDG), each touching whole sectors; align1's plain loads
+        # go through the SM's L1, where co-resident CTAs share panels
         launch = Launch(tile_grid(problem, heads, m, n, bm, bn), tt.threads,
                         gemm_smem_bytes(tt, eb, fb.bk), fb.registers)
         fallback_args["copy_kept"] = copy_kept_fraction(gpu, launch, a, b, m, n, k, bm, bn,
                                                         fb.bk)
+        fallback_args["l1_copies"] = align == 1
 
     def program_of(bb, h, i, j):
         hb = h // g if b_is_kv else h

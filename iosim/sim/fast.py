@@ -181,6 +181,16 @@ def _class_costs(info: KernelInfo, cohorts, dram_scale: float, characterizer, sp
     return costs
 
 
+def _placed_ctas(timeline, ki: int) -> list:
+    """(cta, sm, start_s, end_s) of the kernel's CTAs the timeline holds row by row (the
+    fluid model's transients and last periods; its skipped periods are not expanded)."""
+    if timeline is None:
+        return []
+    c = timeline.columns
+    return [(c["cta"][r], c["sm"][r], c["start_s"][r], c["end_s"][r])
+            for r in range(len(c["cta"])) if c["kernel"][r] == ki]
+
+
 def _first_wave_loads(kernel, ki: int, group: int, reuse) -> dict:
     """first_wave.first_wave_loads, from `reuse` when it has them (keyed by kernel and group)."""
     if reuse is None:
@@ -809,10 +819,11 @@ def _fast_result(schedule, gpu, rates, infos, characterizers, spans, mems, flush
     """The fast run's SimResult: per kernel its span with the replay's counters, the totals
     and the timeline."""
     kernels = [kernel_result(k, gpu, i.rates, s, e, occ,
-                             {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(gpu, k, occ)}, i.totals,
+                             {**asdict(m), "l1_hit_bytes": kernel_l1_hit_bytes(
+                                 gpu, k, occ, lambda: _placed_ctas(timeline, ki))}, i.totals,
                              tensor_server_busy_s(k, c.mma, rates.tensor_flops_per_s))
-               for k, (s, e, occ), m, i, c in zip(schedule.kernels, spans, mems, infos,
-                                                  characterizers)]
+               for ki, (k, (s, e, occ), m, i, c) in enumerate(zip(schedule.kernels, spans, mems,
+                                                                    infos, characterizers))]
     total = {"dram_read_bytes": sum(m.dram_read_bytes for m in mems),
              "dram_write_bytes": sum(m.dram_write_bytes for m in mems),
              "dram_write_flush_bytes": flush_bytes,

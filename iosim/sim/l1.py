@@ -1,12 +1,18 @@
 """The SM's L1 data cache, for the loads that look it up (Load.l1: cp.async.ca / ld.global.ca).
 
 Every other load the project's kernels issue bypasses L1 (cp.async.cg, TMA), so in the
-simulator the L1 only matters for the 4-byte copies of FA-1's row statistics l and m
-(iosim_common.cuh cp_async4: 4-byte copies cannot be .cg). cuBLAS's align2 fallback GEMMs copy
-through L1 too; what it keeps of their K-step boundary sectors is counted in their schedules
-(algorithms/standard.copy_excess_bytes), with the same probe curve (iosim/l1_curve.py). Measured on the H200 (measurements/h200/fa1_l1/README.md):
-those copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), exactly
-the model's L2→SM excess before this module.
+simulator the L1 matters for the 4-byte copies of FA-1's row statistics l and m
+(iosim_common.cuh cp_async4: 4-byte copies cannot be .cg) and for cuBLAS's align1 fallback
+GEMMs (odd N), whose 2-byte LDG load every panel through L1: the CTAs of one row or column of
+tiles load the same panels, and a co-resident CTA's copy can hit. cuBLAS's align2 fallback
+GEMMs copy through L1 too; what it keeps of their (and align1's) K-step boundary sectors is
+counted in their schedules (algorithms/standard.copy_excess_bytes), with the same probe curve
+(iosim/l1_curve.py). Measured on the H200 (measurements/h200/fa1_l1/README.md): FA-1's
+copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), exactly the
+model's L2→SM excess before this module. The align1 probe's S = Q Kᵀ kernels
+(measurements/h200/cublas_align1/) read 3.3-3.6% less than their panels' bytes; with the
+shared panels' hits exact mode is within 0.5% of Nsight Compute, the fast mode within 1.7%
+(scripts/align2_copy_sectors.py --regime align1).
 
 The model, per SM:
 - Capacity: the SM's unified L1 / shared-memory array (GpuSpec.l1_shared_memory_bytes_per_sm,
@@ -37,7 +43,12 @@ SM at the same distance hits 98.6% (docs/simulator.md).
 Exact mode: L1Front puts an SM's L1 in front of ExactMemory for one CTA; a hit is decided
 from the probability by error diffusion per SM (hits accumulate to the expected count,
 whole tiles at a time, deterministically). Fast mode: kernel_l1_hit_bytes sums the expected
-hit bytes over the CTA classes' programs.
+hit bytes over the CTA classes' programs; where CTAs share L1 tiles (shares_l1_tiles), it
+walks the SMs' L1 along the fluid model's own dispatch instead (dispatch_l1_hit_fraction:
+each CTA's L1 ops spread evenly over its span, an SM's CTAs merged in time order). Which CTAs
+share an SM decides those hits, and the two modes' dispatches pair CTAs differently at wave
+boundaries: on the align1 probe's S kernel at d 128 exact mode counts 31.8 MB of hits, the
+fast mode 15.7 (of 810 MB loaded).
 """
 from __future__ import annotations
 
@@ -268,9 +279,14 @@ def _walk_l1_loop(loop, env: dict, stack: "L1Stack", acc: list, stretch: float,
         outer_touched |= touched
 
 
-def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None) -> float:
-    """Fast mode: the kernel's expected L1 hit bytes, over its CTA classes (0 without L1
-    loads or an L1 model). Co-resident CTAs stretch each other's distances by the CTAs per SM."""
+def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None,
+                        placed=None) -> float:
+    """Fast mode: the kernel's expected L1 hit bytes (0 without L1 loads or an L1 model).
+    Where its CTAs load the same L1 tiles (cuBLAS's align1 panels, shared by the CTAs of one
+    row or column of tiles) and the dispatch's placed CTAs are given (`placed()`: a list of
+    (cta, sm, start_s, end_s)), the hits come from
+    their SMs' L1 along that dispatch (dispatch_l1_hit_fraction); else over its CTA classes,
+    co-resident CTAs stretching each other's distances by the CTAs per SM."""
     if gpu.l1_shared_memory_bytes_per_sm is None or not kernel_has_l1_loads(kernel):
         return 0.0
     occ = ctas_per_sm if ctas_per_sm is not None else occupancy(gpu, kernel.launch)
@@ -278,5 +294,73 @@ def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None) -> float:
     cap = l1_capacity_bytes(gpu, kernel.launch, occupancy(gpu, kernel.launch))
     if cap <= 0:
         return 0.0
+    rows = placed() if placed is not None and shares_l1_tiles(kernel) else None
+    if rows:
+        loads = sum(count * program_totals(kernel.program(rep)).l1_load_bytes
+                    for rep, count in kernel.classes)
+        return loads * dispatch_l1_hit_fraction(kernel, rows, cap)
     return sum(count * program_l1_hits(kernel.program(rep), cap, float(occ))[0]
                for rep, count in kernel.classes)
+
+
+# CTAs whose L1 tiles are compared for sharing; the L1 ops the fast mode walks along its
+# dispatch (whole SMs, evenly spread, until the budget is spent: a kernel of millions of CTAs
+# is sampled, its hit fraction scaled to all of its L1 loads)
+SHARING_PROBE_CTAS = 64
+WALKED_L1_OPS = 400_000
+
+
+def _l1_ops(items, env: dict, out: list) -> list:
+    """A program's L1 ops in order: (key, bytes, is a load) of each L1 load and plain store."""
+    for it in items:
+        if isinstance(it, Loop):
+            for v in it.values():
+                env[it.var] = v
+                _l1_ops(it.body, env, out)
+            env.pop(it.var, None)
+        elif _l1_op(it):
+            (op,) = expand((it,), env)
+            out.append(((op.tensor, *op.coord), op.bytes, op.kind == "load"))
+    return out
+
+
+def shares_l1_tiles(kernel) -> bool:
+    """Whether two of the kernel's first CTAs (in launch order) load the same L1 tile."""
+    owner: dict = {}
+    for cta in range(min(SHARING_PROBE_CTAS, kernel.num_ctas)):
+        for key, _, is_load in _l1_ops(kernel.program(cta), {}, []):
+            if is_load and owner.setdefault(key, cta) != cta:
+                return True
+    return False
+
+
+def dispatch_l1_hit_fraction(kernel, placed: list, capacity_bytes: float) -> float:
+    """The expected share of a kernel's L1 load bytes that hit, walked along a dispatch:
+    `placed` = (cta, sm, start_s, end_s) of the CTAs the fluid model ran (its transients and
+    last periods). SM by SM (evenly spread over those used, until WALKED_L1_OPS ops are
+    walked), each CTA's L1 ops are spread evenly over its span and the SM's CTAs' ops merged
+    in time order through one L1 stack (co-resident CTAs interleave, as in exact mode's SmL1),
+    each load hitting with the probe curve's probability at its distance."""
+    by_sm: dict = {}
+    for cta, sm, start_s, end_s in placed:
+        by_sm.setdefault(sm, []).append((start_s, cta, end_s))
+    sms = sorted(by_sm)
+    per_cta = max(1, len(_l1_ops(kernel.program(placed[0][0]), {}, [])))
+    per_sm = max(1, len(placed) * per_cta // len(sms))
+    count = max(1, min(len(sms), WALKED_L1_OPS // per_sm))
+    hit = total = 0.0
+    for sm in (sms[(i * len(sms)) // count] for i in range(count)):
+        events = []
+        for start_s, cta, end_s in sorted(by_sm[sm]):
+            ops = _l1_ops(kernel.program(cta), {}, [])
+            n = len(ops)
+            for i, op in enumerate(ops):
+                events.append((start_s + (end_s - start_s) * (i + 0.5) / n, cta, i, op))
+        events.sort(key=lambda e: e[:3])
+        stack = L1Stack(capacity_bytes)
+        for _, _, _, (key, nbytes, is_load) in events:
+            if is_load:
+                hit += nbytes * stack.hit_probability(key)
+                total += nbytes
+            stack.touch(key, nbytes)
+    return hit / total if total else 0.0
