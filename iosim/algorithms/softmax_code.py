@@ -105,6 +105,7 @@ def _scalar_blocks(m: int) -> int:
     return blocks + (1 if m > 0 else 0)
 
 
+@lru_cache(maxsize=1024)
 def row_load_trips(row_bytes: int) -> int:
     """Dependent round trips a warp's copy of one row of S takes (module docstring)."""
     kind = path(row_bytes)

@@ -11,7 +11,7 @@ counted in their schedules (algorithms/standard.copy_excess_bytes), with the sam
 copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), exactly the
 model's L2→SM excess before this module. The align1 probe's S = Q Kᵀ kernels
 (measurements/h200/cublas_align1/) read 3.3-3.6% less than their panels' bytes; with the
-shared panels' hits exact mode is within 0.5% of Nsight Compute, the fast mode within 1.7%
+shared panels' hits exact mode is within 0.5% of Nsight Compute, the fast mode within 1.6%
 (scripts/align2_copy_sectors.py --regime align1).
 
 The model, per SM:
@@ -48,7 +48,7 @@ walks the SMs' L1 along the fluid model's own dispatch instead (dispatch_l1_hit_
 each CTA's L1 ops spread evenly over its span, an SM's CTAs merged in time order). Which CTAs
 share an SM decides those hits, and the two modes' dispatches pair CTAs differently at wave
 boundaries: on the align1 probe's S kernel at d 128 exact mode counts 31.8 MB of hits, the
-fast mode 15.7 (of 810 MB loaded).
+fast mode 16.0 (of 810 MB loaded).
 """
 from __future__ import annotations
 
@@ -307,7 +307,7 @@ def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None,
 # dispatch (whole SMs, evenly spread, until the budget is spent: a kernel of millions of CTAs
 # is sampled, its hit fraction scaled to all of its L1 loads)
 SHARING_PROBE_CTAS = 64
-WALKED_L1_OPS = 400_000
+WALKED_L1_OPS = 100_000
 
 
 def _l1_ops(items, env: dict, out: list) -> list:
