@@ -224,6 +224,10 @@ def test_a_shared_tile_hits_where_the_second_cta_runs_on_the_same_sm_after_the_f
     assert same == pytest.approx(0.5 * hit_probability(7 * 8192, cap))
     apart = dispatch_l1_hit_fraction(k, [(0, 5, 0.0, 1.0), (1, 6, 1.0, 2.0)], cap)
     assert apart == 0.0
+    # a gap on the SM (a steady state's skipped periods ran there) starts an empty stack
+    gap = dispatch_l1_hit_fraction(k, [(0, 5, 0.0, 1.0), (1, 5, 1.5, 2.5)], cap)
+    assert gap == 0.0
+    assert dispatch_l1_hit_fraction(k, [], cap) == 0.0
     own = dispatch_l1_hit_fraction(_two_cta_kernel(False), [(0, 5, 0.0, 1.0), (1, 5, 1.0, 2.0)],
                                    cap)
     assert own == 0.0

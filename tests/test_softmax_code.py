@@ -179,9 +179,10 @@ def test_the_load_instructions_request_the_sectors_nsight_compute_counted():
 
 
 def test_l2_to_sm_bytes_are_the_requests_less_those_merged_within_a_block():
-    """row_read_bytes against the counted L2 -> SM bytes: within +1.5% (the L1 also keeps
-    some sectors of an earlier block, not modelled), N 1800 within +3.5%; never below; the
-    row's bytes alone (the previous model) were up to 5% short."""
+    """row_read_bytes with nothing kept (the L1 keeping no earlier trip's sectors) against
+    the counted L2 -> SM bytes: within +1.5%, N 1800 within +3.5%; never below; the row's
+    bytes alone (the model before) were up to 5% short. With the L1's keeping:
+    test_the_l1_keep_model_against_the_probes_l2_to_sm_bytes."""
     worst_before = 0.0
     for n, b, h, s_bytes, _, xbar in _sector_launches():
         model = b * h * n // 2 * sc.rows_read_bytes(0, 2, 2 * n)

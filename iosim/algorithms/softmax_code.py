@@ -55,6 +55,13 @@ Both were read off the H200 (measurements/h200/softmax_scalar/, README there):
   between the two runs. No probe has measured its L2 → SM bytes yet (scripts/experiments/
   l1_l2_reuse_h200.sh); the validation's scalar rows' softmax kernels are within
   -0.6 ... +0.3% of it, N 1500 +2.5% (0.7-3.3% short when it counted the row's bytes alone).
+  Known gap: the SASS runs the scalar path's 16-block loop, its 8-block and its 4-block as
+  separate sections (BSSY/BSYNC), so where lanes hold different block sets (896 of the 7175
+  scalar N below 8200, N 1001 among them) the trips are one more than `row_load_trips`
+  counts (N 1001: 3 + 2 + 1 + 1 = 7, not 6) and grouped by section, not by each lane's j-th
+  block as here. Counting them so moves the issued-instruction fit (ISSUED_PER_ROW, five
+  scalar launches) to a negative per-row term, so it waits for more scalar launches.
+  `rows_read_bytes` takes each (b, h) matrix of S to start on a sector, which odd N does not.
 """
 from __future__ import annotations
 

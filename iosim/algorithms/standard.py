@@ -103,7 +103,8 @@ class Operand:
         the sector grid (BK·bytes a multiple of 32). `slices`: the CTAs of a cluster that
         share the panel (multicast) each copy 1/slices of every box row, and each slice
         crosses as the sectors it touches, once per CTA it reaches (box_excess_bytes).
-        `copy_kept` (no box: cuBLAS's align2 kernels' 4-byte copies): the sectors each row
+        `copy_kept` (no box: cuBLAS's fallback kernels' narrow copies, align2's 4-byte
+        cp.async and align1's 2-byte LDG): the sectors each row
         segment touches, a K-step boundary sector crossing again unless kept in L1 with that
         probability (copy_excess_bytes); `outer_block`, the tile's extent along the outer
         dimension, places the panel's first row or column. `l1`: copied by plain loads through
@@ -115,7 +116,7 @@ class Operand:
                                    pitch_bytes, slices)
         elif copy_kept is not None:
             if outer_block <= 0:
-                raise ValueError("a 4-byte-copied panel needs its tile's outer_block")
+                raise ValueError("a narrow-copied panel needs its tile's outer_block")
             oob = copy_excess_bytes(self.eb, rows_along_k, outer_len, k_len,
                                     outer_index * outer_block, pitch_bytes, copy_kept)
         if rows_along_k:
@@ -153,10 +154,11 @@ def box_excess_bytes(eb: int, rows_along_k: bool, box: tuple, outer_len: int, k_
 @lru_cache(maxsize=16384)
 def copy_excess_bytes(eb: int, rows_along_k: bool, outer_len: int, k_len: int, outer_start: int,
                       pitch_bytes: int, kept: float) -> int:
-    """The L2→SM bytes a panel copied with 4-byte cp.async (cuBLAS's align2 fallback kernels,
-    cublas_fallback.py; 4-byte copies cannot be .cg, so they go through the SM's L1) moves
-    beyond its valid bytes: each row segment fetches the 32-byte sectors it touches (the
-    16-byte vector's four 4-byte copies are issued together and the L1 merges their sectors).
+    """The L2→SM bytes a panel copied in narrow pieces (cuBLAS's fallback kernels,
+    cublas_fallback.py: align2's 4-byte cp.async, which cannot be .cg, and align1's 2-byte
+    LDG, both through the SM's L1) moves beyond its valid bytes: each row segment fetches the
+    32-byte sectors it touches (a 16-byte vector's narrow copies are issued together and the
+    L1 merges their sectors; align1's probe kernels agree, Pᵀ dO to 0.01%).
     Panel rows along K (the stored tensor is read along its outer dimension: Pᵀ in Pᵀ dO,
     dSᵀ in dSᵀ Q): the segment's edge sectors are also the neighbouring CTA's, on another SM,
     so all of them cross. Rows along the outer dimension (P in P V, dS in dS K): a K step's
@@ -189,8 +191,9 @@ def gemm_program(name: str, a: Operand, a_prefix, b: Operand, b_prefix, c: str, 
     TMA copies of whole BM×BK / BK×BN boxes (cuBLAS's sm90 kernels), a ragged tile's or K
     step's missing part included (Load.oob_bytes; "TMA copy boxes" in docs/validation.md),
     an A box multicast to the cluster's CTAs along the columns, a B box to those along the
-    rows (cluster = (rows, cols) of CTAs). copy_kept: the panels are copied with 4-byte
-    cp.async (cuBLAS's align2 fallback kernels), each row segment as the sectors it touches,
+    rows (cluster = (rows, cols) of CTAs). copy_kept: the panels are copied in narrow pieces
+    (cuBLAS's fallback kernels: align2's 4-byte cp.async, align1's 2-byte LDG), each row
+    segment as the sectors it touches,
     a K-step boundary sector fetched again unless the L1 kept it (copy_excess_bytes; the
     first K step has no previous one). l1_copies: the panels are loaded through the SM's L1
     (cuBLAS's align1 kernels: 2-byte LDG into registers), where a co-resident CTA's copy of
@@ -264,13 +267,13 @@ def tile_kernel(name, problem, heads: int, m: int, n: int, bm: int, bn: int, t: 
 
 def copy_kept_fraction(gpu, launch, a: Operand, b: Operand, m: int, n: int, k: int, bm: int,
                        bn: int, bk: int) -> float:
-    """How likely the L1 still holds a sector a 4-byte-copied panel row shares with its
+    """How likely the L1 still holds a sector a narrow-copied panel row shares with its
     previous K step (copy_excess_bytes): the H200 L1 probe's hit curve (l1_curve.
     hit_probability) at a stack distance of one K step's copies on the SM, the lines a first
     tile's two panels touch times the CTAs resident per SM, in the L1 beside the kernel's
     carve-out (the driver's, for the kernel's occupancy). Checked against Nsight Compute on
-    the align2 probe's P·V kernels (measurements/h200/cublas_align2/, tests/
-    test_cublas_fallback.py)."""
+    the align2 and align1 probes' P·V kernels (measurements/h200/cublas_align2/,
+    cublas_align1/, tests/test_cublas_fallback.py)."""
     capacity = l1_capacity_bytes(gpu, launch, occupancy(gpu, launch))
     if capacity <= 0:
         return 0.0
@@ -336,7 +339,9 @@ def gemm_kernel(name, problem, gpu, t: Tiling, mma: str, a: Operand, b: Operand,
     if fb is not None:
         # both fallback regimes copy row segments narrower than 16 bytes (align2: 4-byte
         # cp.async, align1: 2-byte LDG), each touching whole sectors; align1's plain loads
-        # go through the SM's L1, where co-resident CTAs share panels
+        # go through the SM's L1, where co-resident CTAs share panels (align2's cp.async.ca
+        # does too, but its probe kernels, one to three CTAs per SM, read no fewer bytes
+        # than their panels': no sharing is modelled for them)
         launch = Launch(tile_grid(problem, heads, m, n, bm, bn), tt.threads,
                         gemm_smem_bytes(tt, eb, fb.bk), fb.registers)
         fallback_args["copy_kept"] = copy_kept_fraction(gpu, launch, a, b, m, n, k, bm, bn,

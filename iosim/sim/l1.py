@@ -303,32 +303,50 @@ def kernel_l1_hit_bytes(gpu, kernel, ctas_per_sm: int | None = None,
                for rep, count in kernel.classes)
 
 
-# CTAs whose L1 tiles are compared for sharing; the L1 ops the fast mode walks along its
-# dispatch (whole SMs, evenly spread, until the budget is spent: a kernel of millions of CTAs
-# is sampled, its hit fraction scaled to all of its L1 loads)
+# the first CTAs, and the first L1 ops of each, whose tiles are compared for sharing (a shared
+# panel shows in its first K steps; FA-1's per-CTA statistics run to tens of thousands of ops);
+# the L1 ops the fast mode walks along its dispatch (whole SMs, evenly spread, each SM's
+# earliest CTAs up to its share: a kernel of millions of CTAs is sampled, its hit fraction
+# scaled to all of its L1 loads)
 SHARING_PROBE_CTAS = 64
+SHARING_PROBE_OPS = 64
 WALKED_L1_OPS = 100_000
 
 
-def _l1_ops(items, env: dict, out: list) -> list:
-    """A program's L1 ops in order: (key, bytes, is a load) of each L1 load and plain store."""
+class _Enough(Exception):
+    pass
+
+
+def _l1_ops(items, env: dict, out: list, limit: int | None = None) -> list:
+    """A program's L1 ops in order: (key, bytes, is a load) of each L1 load and plain store;
+    the first `limit` of them where one is given."""
+    try:
+        _collect_l1_ops(items, env, out, limit)
+    except _Enough:
+        pass
+    return out
+
+
+def _collect_l1_ops(items, env: dict, out: list, limit: int | None) -> None:
     for it in items:
         if isinstance(it, Loop):
             for v in it.values():
                 env[it.var] = v
-                _l1_ops(it.body, env, out)
+                _collect_l1_ops(it.body, env, out, limit)
             env.pop(it.var, None)
         elif _l1_op(it):
             (op,) = expand((it,), env)
             out.append(((op.tensor, *op.coord), op.bytes, op.kind == "load"))
-    return out
+            if limit is not None and len(out) >= limit:
+                raise _Enough
 
 
 def shares_l1_tiles(kernel) -> bool:
-    """Whether two of the kernel's first CTAs (in launch order) load the same L1 tile."""
+    """Whether two of the kernel's first CTAs (in launch order) load the same L1 tile among
+    their first SHARING_PROBE_OPS L1 ops."""
     owner: dict = {}
     for cta in range(min(SHARING_PROBE_CTAS, kernel.num_ctas)):
-        for key, _, is_load in _l1_ops(kernel.program(cta), {}, []):
+        for key, _, is_load in _l1_ops(kernel.program(cta), {}, [], SHARING_PROBE_OPS):
             if is_load and owner.setdefault(key, cta) != cta:
                 return True
     return False
@@ -337,10 +355,14 @@ def shares_l1_tiles(kernel) -> bool:
 def dispatch_l1_hit_fraction(kernel, placed: list, capacity_bytes: float) -> float:
     """The expected share of a kernel's L1 load bytes that hit, walked along a dispatch:
     `placed` = (cta, sm, start_s, end_s) of the CTAs the fluid model ran (its transients and
-    last periods). SM by SM (evenly spread over those used, until WALKED_L1_OPS ops are
-    walked), each CTA's L1 ops are spread evenly over its span and the SM's CTAs' ops merged
-    in time order through one L1 stack (co-resident CTAs interleave, as in exact mode's SmL1),
-    each load hitting with the probe curve's probability at its distance."""
+    last periods). SM by SM (evenly spread over those used, WALKED_L1_OPS ops in all, an SM's
+    earliest CTAs first), each CTA's L1 ops are spread evenly over its span and the SM's CTAs'
+    ops merged in time order through one L1 stack (co-resident CTAs interleave, as in exact
+    mode's SmL1), each load hitting with the probe curve's probability at its distance. A
+    CTA that starts after every walked CTA of its SM has ended begins on an empty stack: the
+    gap is a steady state's skipped periods, whose CTAs' lines would stand between."""
+    if not placed:
+        return 0.0
     by_sm: dict = {}
     for cta, sm, start_s, end_s in placed:
         by_sm.setdefault(sm, []).append((start_s, cta, end_s))
@@ -348,19 +370,29 @@ def dispatch_l1_hit_fraction(kernel, placed: list, capacity_bytes: float) -> flo
     per_cta = max(1, len(_l1_ops(kernel.program(placed[0][0]), {}, [])))
     per_sm = max(1, len(placed) * per_cta // len(sms))
     count = max(1, min(len(sms), WALKED_L1_OPS // per_sm))
+    share = max(per_cta, WALKED_L1_OPS // count)        # ops walked on one SM, at most
     hit = total = 0.0
     for sm in (sms[(i * len(sms)) // count] for i in range(count)):
-        events = []
+        segments, events, last_end, walked = [], [], None, 0
         for start_s, cta, end_s in sorted(by_sm[sm]):
+            if walked >= share:
+                break
+            if last_end is not None and start_s > last_end:
+                segments.append(events)
+                events = []
+            last_end = end_s if last_end is None else max(last_end, end_s)
             ops = _l1_ops(kernel.program(cta), {}, [])
+            walked += len(ops)
             n = len(ops)
             for i, op in enumerate(ops):
                 events.append((start_s + (end_s - start_s) * (i + 0.5) / n, cta, i, op))
-        events.sort(key=lambda e: e[:3])
-        stack = L1Stack(capacity_bytes)
-        for _, _, _, (key, nbytes, is_load) in events:
-            if is_load:
-                hit += nbytes * stack.hit_probability(key)
-                total += nbytes
-            stack.touch(key, nbytes)
+        segments.append(events)
+        for events in segments:
+            events.sort(key=lambda e: e[:3])
+            stack = L1Stack(capacity_bytes)
+            for _, _, _, (key, nbytes, is_load) in events:
+                if is_load:
+                    hit += nbytes * stack.hit_probability(key)
+                    total += nbytes
+                stack.touch(key, nbytes)
     return hit / total if total else 0.0
