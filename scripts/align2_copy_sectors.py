@@ -12,7 +12,9 @@ sector excess); with the sectors each narrow-copied row segment touches, a K-ste
 sector kept by the L1 with the probe curve's probability (standard.copy_excess_bytes,
 copy_kept_fraction); and the fast mode's simulated bytes, which also take out the loads that
 hit the SM's L1 (align1's 2-byte LDG go through it, so co-resident CTAs that share a panel
-hit each other's lines: sim/l1.py, dispatch_l1_hit_fraction). The output is committed as
+hit each other's lines: sim/l1.py, dispatch_l1_hit_fraction); last, the share of K-step
+boundary sectors the L1 keeps as the model takes it (copy_kept_fraction) and as the measured
+bytes imply (kept_shares). The output is committed as
 benchmarks/results/align2_copy_sectors.txt and align1_copy_sectors.txt; tests/
 test_cublas_fallback.py checks the same figures.
 """
@@ -76,6 +78,24 @@ def predicted(gpu, form: str, n: int, d: int, z: int, name: str) -> tuple:
     return valid, valid + excess
 
 
+def kept_shares(gpu, form: str, n: int, d: int, z: int, name: str, measured: float) -> tuple:
+    """(the L1's keep of a K-step boundary sector as copy_kept_fraction gives it, the keep the
+    measured bytes imply): the schedule's bytes with every boundary sector kept and with none
+    (copy_kept_fraction held at 1 and 0), the measurement placed between them. None where no
+    boundary sector is shared (rows along K: Pᵀ dO)."""
+    from unittest import mock
+    from iosim.algorithms import standard
+    bytes_at = {}
+    for kept in (0.0, 1.0):
+        with mock.patch.object(standard, "copy_kept_fraction", lambda *a, kept=kept, **k: kept):
+            bytes_at[kept] = predicted(gpu, form, n, d, z, name)[1]
+    b0, b1 = bytes_at[0.0], bytes_at[1.0]
+    if b0 == b1:
+        return None, None
+    model = predicted(gpu, form, n, d, z, name)[1]
+    return (b0 - model) / (b0 - b1), (b0 - measured) / (b0 - b1)
+
+
 def simulated(gpu, form: str, n: int, d: int, z: int, name: str) -> float:
     """The fast mode's L2→SM bytes of the kernel run alone (Nsight Compute's protocol): the
     schedule's, less its loads' L1 hits."""
@@ -94,14 +114,17 @@ def main(argv=None) -> int:
           "against the schedule (valid panels; with the copies' sectors) and the fast mode "
           "(less L1 hits)")
     print(f"{'form':4s} {'N':>5s} {'d':>4s} {'z':>3s} {'kernel':44s} {'ncu_MB':>8s} "
-          f"{'valid_err':>9s} {'model_err':>9s} {'sim_err':>9s}")
+          f"{'valid_err':>9s} {'model_err':>9s} {'sim_err':>9s} {'kept':>5s} {'implied':>7s}")
     errs = []
     for form, n, d, z, name, measured in probe_kernels(args.regime):
         valid, model = predicted(gpu, form, n, d, z, name)
         sim = simulated(gpu, form, n, d, z, name)
         errs.append(sim / measured - 1)
+        kept, implied = kept_shares(gpu, form, n, d, z, name, measured)
+        shares = (f" {kept:5.2f} {implied:7.2f}" if kept is not None else f" {'-':>5s} {'-':>7s}")
         print(f"{form:4s} {n:5d} {d:4d} {z:3d} {name.split('gemm_f16_')[1]:44s} {measured / 1e6:8.1f} "
-              f"{valid / measured - 1:+9.2%} {model / measured - 1:+9.2%} {sim / measured - 1:+9.2%}")
+              f"{valid / measured - 1:+9.2%} {model / measured - 1:+9.2%} {sim / measured - 1:+9.2%}"
+              + shares)
     print(f"# simulated: mean |err| {sum(map(abs, errs)) / len(errs):.2%}, "
           f"max {max(map(abs, errs)):.2%}")
     return 0
