@@ -1,7 +1,7 @@
 """cuBLAS's fallback GEMMs: the L2→SM bytes of their narrow copies, model against Nsight
 Compute on the fallback probes' kernels (no validation shape).
 
-    python scripts/align2_copy_sectors.py [--gpu h200-calibrated] [--regime align2|align1]
+    python scripts/align2_copy_sectors.py [--gpu h200-calibrated] [--regime align2|align1] [--mode fast|exact]
 
 align2 (measurements/h200/cublas_align2/): every P·V and Pᵀ dO kernel Nsight Compute measured
 (cublas_align2_ncu.csv, l1tex__m_xbar2l1tex_read_bytes); align1 (measurements/h200/
@@ -96,34 +96,40 @@ def kept_shares(gpu, form: str, n: int, d: int, z: int, name: str, measured: flo
     return (b0 - model) / (b0 - b1), (b0 - measured) / (b0 - b1)
 
 
-def simulated(gpu, form: str, n: int, d: int, z: int, name: str) -> float:
-    """The fast mode's L2→SM bytes of the kernel run alone (Nsight Compute's protocol): the
-    schedule's, less its loads' L1 hits."""
+def simulated(gpu, form: str, n: int, d: int, z: int, name: str, mode: str = "fast",
+              with_l1: bool = False):
+    """The simulator's L2→SM bytes of the kernel run alone (Nsight Compute's protocol): the
+    schedule's, less its loads' L1 hits; with_l1: (those bytes, the L1 hit bytes)."""
     schedule, k = _kernel(gpu, form, n, d, z, name)
     alone = dataclasses.replace(schedule, kernels=(k,))
-    return simulate(alone, gpu, l2_protocol="ncu", exact_below_events=0).kernels[0].l2_to_sm_bytes
+    r = simulate(alone, gpu, mode, l2_protocol="ncu", exact_below_events=0).kernels[0]
+    return (r.l2_to_sm_bytes, r.l1_hit_bytes) if with_l1 else r.l2_to_sm_bytes
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="h200-calibrated")
     ap.add_argument("--regime", choices=tuple(PROBES), default="align2")
+    ap.add_argument("--mode", choices=("fast", "exact"), default="fast",
+                    help="the simulator mode of the sim_err column (exact: minutes)")
     args = ap.parse_args(argv)
     gpu = load_gpu(args.gpu)
     print(f"# {args.regime} fallback kernels' L2→SM bytes on {gpu.name}: Nsight Compute (probe) "
-          "against the schedule (valid panels; with the copies' sectors) and the fast mode "
-          "(less L1 hits)")
+          f"against the schedule (valid panels; with the copies' sectors) and the {args.mode} "
+          "mode (less L1 hits)")
     print(f"{'form':4s} {'N':>5s} {'d':>4s} {'z':>3s} {'kernel':44s} {'ncu_MB':>8s} "
-          f"{'valid_err':>9s} {'model_err':>9s} {'sim_err':>9s} {'kept':>5s} {'implied':>7s}")
+          f"{'valid_err':>9s} {'model_err':>9s} {'sim_err':>9s} {'l1_MB':>6s} {'kept':>5s} "
+          f"{'implied':>7s}")
     errs = []
     for form, n, d, z, name, measured in probe_kernels(args.regime):
         valid, model = predicted(gpu, form, n, d, z, name)
-        sim = simulated(gpu, form, n, d, z, name)
+        sim, l1_hit = simulated(gpu, form, n, d, z, name, args.mode, with_l1=True)
         errs.append(sim / measured - 1)
         kept, implied = kept_shares(gpu, form, n, d, z, name, measured)
         shares = (f" {kept:5.2f} {implied:7.2f}" if kept is not None else f" {'-':>5s} {'-':>7s}")
         print(f"{form:4s} {n:5d} {d:4d} {z:3d} {name.split('gemm_f16_')[1]:44s} {measured / 1e6:8.1f} "
               f"{valid / measured - 1:+9.2%} {model / measured - 1:+9.2%} {sim / measured - 1:+9.2%}"
+              f" {l1_hit / 1e6:6.1f}"
               + shares)
     print(f"# simulated: mean |err| {sum(map(abs, errs)) / len(errs):.2%}, "
           f"max {max(map(abs, errs)):.2%}")

@@ -101,24 +101,13 @@ def _vector_blocks(m: int) -> int:
     return m // 4
 
 
-def _scalar_blocks(m: int) -> int:
-    blocks = 0
-    while m > 12:
-        m -= 16
-        blocks += 1
-    if m > 4:
-        m -= 8
-        blocks += 1
-    return blocks + (1 if m > 0 else 0)
-
-
 @lru_cache(maxsize=1024)
 def row_load_trips(row_bytes: int) -> int:
     """Dependent round trips a warp's copy of one row of S takes (module docstring)."""
     kind = path(row_bytes)
     access = VECTOR_ACCESS_BYTES if kind == "vector" else SCALAR_ACCESS_BYTES
     its = _iterations(row_bytes, access)
-    blocks = _vector_blocks if kind == "vector" else _scalar_blocks
+    blocks = _vector_blocks if kind == "vector" else (lambda m: len(_scalar_block_sizes(m)))
     return max(it % 4 for it in its) + max(blocks(it - it % 4) for it in its)
 
 

@@ -12,7 +12,7 @@ copies hit L1 81% / 44% / 0.1% of their sectors at N 512 / 1024 / 2048 (d 64), e
 model's L2→SM excess before this module. The align1 probe's S = Q Kᵀ kernels
 (measurements/h200/cublas_align1/) read 3.3-3.6% less than their panels' bytes; with the
 shared panels' hits exact mode is within 0.5% of Nsight Compute, the fast mode within 1.6%
-(scripts/align2_copy_sectors.py --regime align1).
+(scripts/align2_copy_sectors.py --regime align1 [--mode exact]).
 
 The model, per SM:
 - Capacity: the SM's unified L1 / shared-memory array (GpuSpec.l1_shared_memory_bytes_per_sm,
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from functools import lru_cache
+from itertools import islice
 
 from ..l1_curve import hit_probability, l1_capacity_bytes, probe_curves
 from ..machine import occupancy
@@ -313,32 +314,11 @@ SHARING_PROBE_OPS = 64
 WALKED_L1_OPS = 100_000
 
 
-class _Enough(Exception):
-    pass
-
-
-def _l1_ops(items, env: dict, out: list, limit: int | None = None) -> list:
-    """A program's L1 ops in order: (key, bytes, is a load) of each L1 load and plain store;
-    the first `limit` of them where one is given."""
-    try:
-        _collect_l1_ops(items, env, out, limit)
-    except _Enough:
-        pass
-    return out
-
-
-def _collect_l1_ops(items, env: dict, out: list, limit: int | None) -> None:
-    for it in items:
-        if isinstance(it, Loop):
-            for v in it.values():
-                env[it.var] = v
-                _collect_l1_ops(it.body, env, out, limit)
-            env.pop(it.var, None)
-        elif _l1_op(it):
-            (op,) = expand((it,), env)
-            out.append(((op.tensor, *op.coord), op.bytes, op.kind == "load"))
-            if limit is not None and len(out) >= limit:
-                raise _Enough
+def _l1_ops(program: tuple, limit: int | None = None) -> list:
+    """A program's L1 ops in order (schedule.expand): (key, bytes, is a load) of each L1 load
+    and plain store; the first `limit` of them where one is given."""
+    return list(islice((((op.tensor, *op.coord), op.bytes, op.kind == "load")
+                        for op in expand(program) if _l1_op(op)), limit))
 
 
 def shares_l1_tiles(kernel) -> bool:
@@ -346,7 +326,7 @@ def shares_l1_tiles(kernel) -> bool:
     their first SHARING_PROBE_OPS L1 ops."""
     owner: dict = {}
     for cta in range(min(SHARING_PROBE_CTAS, kernel.num_ctas)):
-        for key, _, is_load in _l1_ops(kernel.program(cta), {}, [], SHARING_PROBE_OPS):
+        for key, _, is_load in _l1_ops(kernel.program(cta), SHARING_PROBE_OPS):
             if is_load and owner.setdefault(key, cta) != cta:
                 return True
     return False
@@ -367,7 +347,7 @@ def dispatch_l1_hit_fraction(kernel, placed: list, capacity_bytes: float) -> flo
     for cta, sm, start_s, end_s in placed:
         by_sm.setdefault(sm, []).append((start_s, cta, end_s))
     sms = sorted(by_sm)
-    per_cta = max(1, len(_l1_ops(kernel.program(placed[0][0]), {}, [])))
+    per_cta = max(1, len(_l1_ops(kernel.program(placed[0][0]))))
     per_sm = max(1, len(placed) * per_cta // len(sms))
     count = max(1, min(len(sms), WALKED_L1_OPS // per_sm))
     share = max(per_cta, WALKED_L1_OPS // count)        # ops walked on one SM, at most
@@ -381,7 +361,7 @@ def dispatch_l1_hit_fraction(kernel, placed: list, capacity_bytes: float) -> flo
                 segments.append(events)
                 events = []
             last_end = end_s if last_end is None else max(last_end, end_s)
-            ops = _l1_ops(kernel.program(cta), {}, [])
+            ops = _l1_ops(kernel.program(cta))
             walked += len(ops)
             n = len(ops)
             for i, op in enumerate(ops):
