@@ -1,7 +1,9 @@
 #!/bin/bash
-# One device call, three probes of what the caches keep (none is a validation shape):
+# One device call, four probes of what the caches keep (none is a validation shape):
 #  1. l2_reuse_probe.py: a tile read once, then again after a chosen distance of other reads
 #     (the curve a stack-distance L2 needs; Nsight Compute's DRAM bytes);
+#  1b. l2_hot_dirty_probe.py: O-like stores amid a clean stream and hits on a small hot set (do
+#     hits shorten how long other lines stay dirty?);
 #  2. the standard softmax alone on its scalar path (odd N, B 1 H 16) at its own occupancy and
 #     padded to 2 and 4 CTAs per SM: requested sectors, L1 lookup hits, L2 -> SM bytes (the
 #     trip-boundary sectors the L1 keeps, softmax_code.copy_kept);
@@ -16,6 +18,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu -
 {
   echo "## l2 reuse"
   timeout 300 python3 scripts/experiments/l2_reuse_probe.py "$out/l2_reuse_probe.csv" 2>&1 | tail -90
+  echo "## l2 hot dirty"
+  timeout 150 python3 scripts/experiments/l2_hot_dirty_probe.py "$out/l2_hot_dirty_probe.csv" 2>&1 | tail -20
 } > "$out/log.txt" 2>&1
 m=l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum
 m=$m,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
