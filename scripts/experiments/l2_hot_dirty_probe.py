@@ -12,7 +12,9 @@ CTA; in each round a CTA reads its next share of a clean stream B (S bytes in al
 then re-reads R bytes of a hot buffer of H MiB (the slice at a rotating offset, so every hot line
 is read by many CTAs on both halves of the chip), then writes its next share of buffer A (W bytes
 in all, written once). "kept" = W - DRAM write bytes; the hot reads' share of the L2's accesses is
-the figure that varies (R x 528 x 64 over W + S + that).
+the figure that varies (R x 528 x 64 over W + S + that). Rows with a spin wait after each round's
+stores make the kernel long and its DRAM idle (a compute-bound kernel's O stores): does the L2
+write dirty lines back while the DRAM has nothing else to do?
 
     python3 scripts/experiments/l2_hot_dirty_probe.py OUT.csv      (runs ncu over itself)
 """
@@ -25,7 +27,8 @@ import sys
 
 SRC = r"""
 extern "C" __global__ void l2hot(int4* a, long long na, const int4* b, long long nb,
-                                 const int4* hot, long long nhot, long long hot_per_round, int* out) {
+                                 const int4* hot, long long nhot, long long hot_per_round, long long spin,
+                                 int* out) {
     int acc = 0;
     const long long g = gridDim.x, c = blockIdx.x;
     const long long pa = (na + g - 1) / g, pb = (nb + g - 1) / g;
@@ -43,14 +46,17 @@ extern "C" __global__ void l2hot(int4* a, long long na, const int4* b, long long
             }
         }
         for (long long i = x0 + threadIdx.x; i < x1; i += blockDim.x) __stcg(a + i, make_int4((int)i, r, 2, 3));
+        if (spin > 0) { const long long t0 = clock64(); while (clock64() - t0 < spin) { } }
     }
     if (acc == 0x7f3a2b1c) out[0] = acc;
 }
 """
-# (W MiB, S MiB, hot MiB, hot reads as a multiple of W)
-CONFIGS = ([(32, s, 4, m) for s in (0, 32) for m in (0, 1, 4, 16)]
-           + [(64, 64, 4, m) for m in (0, 4, 16)]
-           + [(32, 32, h, 16) for h in (1, 16)])
+# (W MiB, S MiB, hot MiB, hot reads as a multiple of W, spin cycles after each round's stores)
+CONFIGS = ([(32, s, 4, m, 0) for s in (0, 32) for m in (0, 1, 4, 16)]
+           + [(64, 64, 4, m, 0) for m in (0, 4, 16)]
+           + [(32, 32, h, 16, 0) for h in (1, 16)]
+           + [(w, 0, 4, 0, spin) for w in (16, 32) for spin in (2_000, 20_000)]
+           + [(32, 32, 4, 4, 20_000)])
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
 MIB = 1 << 20
 CTAS, ROUNDS = 528, 64
@@ -67,9 +73,10 @@ def target() -> None:
     a = cp.zeros(64 * MIB // 4, dtype=cp.int32)
     b = cp.random.randint(0, 1 << 30, size=64 * MIB // 4, dtype=cp.int32)
     hot = cp.random.randint(0, 1 << 30, size=16 * MIB // 4, dtype=cp.int32)
-    for w, s, h, m in CONFIGS:
+    for w, s, h, m, spin in CONFIGS:
         k((CTAS,), (512,), (a, cp.int64(w * MIB // 16), b, cp.int64(s * MIB // 16), hot,
-                            cp.int64(h * MIB // 16 if m else 0), cp.int64(hot_vecs_per_round(w, m)), out))
+                            cp.int64(h * MIB // 16 if m else 0), cp.int64(hot_vecs_per_round(w, m)),
+                            cp.int64(spin), out))
         cp.cuda.runtime.deviceSynchronize()
 
 
@@ -86,12 +93,12 @@ def main(out_csv: str) -> None:
     with open(out_csv, "w", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["written_bytes", "streamed_bytes", "hot_bytes", "hot_read_bytes",
-                     "dram_read_bytes", "dram_write_bytes", "ncu_time_s"])
-        for (w, s, h, m), r in zip(CONFIGS, rows):
+                     "spin_cycles_per_round", "dram_read_bytes", "dram_write_bytes", "ncu_time_s"])
+        for (w, s, h, m, spin), r in zip(CONFIGS, rows):
             hot_read = hot_vecs_per_round(w, m) * 16 * CTAS * ROUNDS
-            wr.writerow([w * MIB, s * MIB, h * MIB, hot_read, r["dram_read_bytes"],
+            wr.writerow([w * MIB, s * MIB, h * MIB, hot_read, spin, r["dram_read_bytes"],
                          r["dram_write_bytes"], r["ncu_time_s"]])
-            print(f"W {w:3d} S {s:3d} hot {h:2d} MiB x{m:2d}  read {r['dram_read_bytes'] / MIB:7.1f}  "
+            print(f"W {w:3d} S {s:3d} hot {h:2d} MiB x{m:2d} spin {spin:6d}  t {r['ncu_time_s'] * 1e6:7.1f} us  read {r['dram_read_bytes'] / MIB:7.1f}  "
                   f"write {r['dram_write_bytes'] / MIB:6.1f}  kept {w - r['dram_write_bytes'] / MIB:6.1f} MiB",
                   flush=True)
 
