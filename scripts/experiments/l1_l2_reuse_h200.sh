@@ -7,7 +7,7 @@
 #  2. the standard softmax alone on its scalar path (odd N, B 1 H 16) at its own occupancy and
 #     padded to 2 and 4 CTAs per SM: requested sectors, L1 lookup hits, L2 -> SM bytes (the
 #     trip-boundary sectors the L1 keeps, softmax_code.copy_kept);
-#  3. cuBLAS's align1 GEMMs (odd N) with the same L1 metrics (their L2 -> SM bytes are below
+#  3. cuBLAS's align1 GEMMs (odd N), and three align2 P V kernels (one and two CTAs per SM), with the same L1 metrics (their L2 -> SM bytes are below
 #     their panels' bytes: does the L1 serve some of the panel loads?).
 #     bash scripts/experiments/l1_l2_reuse_h200.sh $OUT
 out=${1:?usage: l1_l2_reuse_h200.sh OUTDIR}
@@ -32,7 +32,7 @@ timeout 240 ncu --clock-control none --csv --page raw --print-units base --metri
     --ncu-ctas 0,2,4 > "$out/softmax_scalar_sectors_ncu.csv" 2>> "$out/log.txt"
 echo "## align1" >> "$out/log.txt"
 cd scripts/experiments || exit 2
-for f in "qk 2997 128" "qk 2997 64" "qk 4003 128" "pv 2997 128" "pt 2997 128"; do
+for f in "qk 2997 128" "qk 2997 64" "qk 4003 128" "pv 2997 128" "pt 2997 128" "pv 2996 128" "pv 2996 64" "pv 6006 128"; do
   echo "## $f"
   timeout 60 ncu --clock-control none --kernel-name regex:'Kernel2|gemm|nvjet' --metrics $m --csv \
       --page raw --print-units base python3 cublas_align2_h200.py --one $f 2>&1 | grep -v '^==PROF=='
