@@ -241,6 +241,10 @@ class GpuSpec(_Spec):
     # an L1 hit's latency (sim/l1.py); None: 0
     l1_latency_s: Optional[float] = _figure(None, gt=0)
     l2_capacity_bytes: int = _figure(gt=0)
+    # the fraction of re-reads that miss by their reuse distance: [distance in L2 capacities,
+    # miss fraction] points, measured by the L2 reuse probe (sim/l2_residency.py); None: the
+    # L2 is an LRU of the effective capacity (memory.TileLru)
+    l2_residency_miss_curve: Optional[tuple[tuple[float, float], ...]] = _figure(None)
     l2_bandwidth_bytes_per_s: float = _figure(gt=0)
     l2_latency_s: float = _figure(gt=0)
     # chip-wide rate of fp32 atomic reductions (red.global.add.f32) into L2 in the layout a
@@ -351,6 +355,13 @@ class GpuSpec(_Spec):
             return "shared_memory_per_block_bytes exceeds shared_memory_per_sm_bytes"
         if self.dram_trip_latency is not None and self.dram_trip_latency._problem():
             return self.dram_trip_latency._problem()
+        curve = self.l2_residency_miss_curve
+        if curve is not None:
+            xs, ms = [x for x, _ in curve], [m for _, m in curve]
+            if not curve or xs[0] != 0.0 or xs != sorted(set(xs)):
+                return "l2_residency_miss_curve: distances must rise from 0"
+            if ms != sorted(ms) or ms[0] < 0.0 or ms[-1] > 1.0:
+                return "l2_residency_miss_curve: miss fractions must rise within [0, 1]"
         return None
 
     # ---- derived rates -------------------------------------------------------------

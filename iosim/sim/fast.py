@@ -35,7 +35,7 @@ from .wave_queue import WAVES, WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .l1 import kernel_l1_hit_bytes
-from .memory import l2_dirty_capacity_bytes
+from .memory import l2_cache, l2_dirty_capacity_bytes
 from .reuse import Reuse
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
@@ -778,7 +778,9 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
                                                     sampler.streams, capacity / plan.ratio, n_k,
                                                     gpu.dram_latency_s, protocol,
                                                     dram_read_rate(gpu), windows,
-                                                    l2_dirty_capacity_bytes(gpu) / plan.ratio),
+                                                    l2_dirty_capacity_bytes(gpu) / plan.ratio,
+                                                    l2_cache(gpu, capacity / plan.ratio,
+                                                             plan.ratio)),
                                 tail_bytes, plan.ratio)
                for protocol in dict.fromkeys((l2_protocol, time_protocol))}
     del sampler, times

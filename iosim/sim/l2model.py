@@ -504,21 +504,24 @@ def replay(accesses: list, streams: list, capacity_bytes: float, n_kernels: int,
            dram_latency_s: float, protocol: str = "warm",
            dram_bandwidth_bytes_per_s: float = float("inf"),
            windows: list | None = None,
-           dirty_capacity_bytes: float | None = None) -> ReplayResult:
+           dirty_capacity_bytes: float | None = None, cache: TileLru | None = None
+           ) -> ReplayResult:
     """replay_trace of (time_s, key, bytes, op, stream) tuples."""
     return replay_trace([a[0] for a in accesses], [a[1] for a in accesses],
                         [a[2:] for a in accesses], streams, capacity_bytes, n_kernels,
                         dram_latency_s, protocol, dram_bandwidth_bytes_per_s, windows,
-                        dirty_capacity_bytes)
+                        dirty_capacity_bytes, cache)
 
 
 def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_bytes: float,
                  n_kernels: int, dram_latency_s: float, protocol: str = "warm",
                  dram_bandwidth_bytes_per_s: float = float("inf"),
                  windows: list | None = None,
-                 dirty_capacity_bytes: float | None = None) -> ReplayResult:
+                 dirty_capacity_bytes: float | None = None,
+                 cache: TileLru | None = None) -> ReplayResult:
     """Run sampled accesses (times[i], keys[i], metas[i] = (bytes, op, stream)) through the
-    tile LRU (memory.TileLru) in time order, ties in their order in the lists. Under "ncu"
+    tile LRU (memory.TileLru; `cache`, an empty one from memory.l2_cache, in its place where
+    given) in time order, ties in their order in the lists. Under "ncu"
     every kernel starts with an invalidated L2 and what stays dirty is counted by nobody.
     windows[k][cohort] = (from_s, until_s): kernel k's loads of that cohort are counted in
     that window of time; outside it they still go through the LRU (fast._l2_sample). Stores
@@ -531,7 +534,7 @@ def replay_trace(times: list, keys: list, metas: list, streams: list, capacity_b
     ncu = protocol == "ncu"
     if ncu:              # kernels in order even where a buffered load was placed early
         order.sort(key=lambda i: kernel_of[metas[i][2]])   # stable: time order inside each
-    lru = TileLru(capacity_bytes, dirty_capacity_bytes)
+    lru = cache if cache is not None else TileLru(capacity_bytes, dirty_capacity_bytes)
     per = [KernelCounts() for _ in range(n_kernels)]
     counts = [LoadCounts() for _ in streams]
     groups = [[] for _ in range(n_kernels)]
@@ -560,7 +563,7 @@ def _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, co
     """The accesses in `order` through the LRU (TileLru.lookup inlined: the hot loop)."""
     current = 0
     lines = lru.lines
-    get, touch = lines.get, lines.move_to_end
+    get, touch, old = lines.get, lines.move_to_end, lru.lookup_old
     for i in order:
         t = times[i]
         key = keys[i]
@@ -572,6 +575,8 @@ def _replay_loop(order, times, keys, metas, kernel_of, window, ncu, lru, per, co
         entry = get(key)
         if entry is not None:
             touch(key)
+        else:
+            entry = old(key)
         if code == LOAD:
             lo, hi = window[sid]
             if not lo <= t < hi:                 # the LRU only

@@ -125,13 +125,27 @@ def l2_dirty_capacity_bytes(gpu) -> float:
     return gpu.l2_capacity_bytes * L2_DIRTY_FRACTION
 
 
+def l2_cache(gpu, capacity_bytes: float, ratio: float = 1.0) -> "TileLru":
+    """The L2 both engines replay accesses through, on `gpu` with an LRU of `capacity_bytes`
+    (the effective capacity, already divided by a set-sampling `ratio`): where the GPU config
+    has a measured residency curve (GpuSpec.l2_residency_miss_curve) re-reads hit by it at
+    their stack distance, dirty lines leave at the LRU's capacity (l2_residency.py); else a
+    plain TileLru. Both with the dirty limit (l2_dirty_capacity_bytes / ratio)."""
+    curve = getattr(gpu, "l2_residency_miss_curve", None)
+    dirty = l2_dirty_capacity_bytes(gpu) / ratio
+    if curve is None:
+        return TileLru(capacity_bytes, dirty)
+    from .l2_residency import ResidencyLru
+    return ResidencyLru(capacity_bytes, gpu.l2_capacity_bytes / ratio, curve, dirty)
+
+
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
-    """Exact mode's memory on `gpu` with an LRU of `l2_capacity_bytes` (the engine's, and the
-    fast mode's short wave simulations, wave_queue.py)."""
+    """Exact mode's memory on `gpu` with an L2 of effective capacity `l2_capacity_bytes`
+    (l2_cache; the engine's, and the fast mode's short wave simulations, wave_queue.py)."""
     from ..machine import (dram_write_cost, dram_write_queue_s, fragment_store_l2_cost,
                            line_misaligned_dram_factor, partial_sector_write_cost_bytes,
                            reduce_l2_costs)
-    lru = TileLru(l2_capacity_bytes, l2_dirty_capacity_bytes(gpu))
+    lru = l2_cache(gpu, l2_capacity_bytes)
     return ExactMemory(lru, Server(gpu.l2_bandwidth_bytes_per_s),
                        dram_server(gpu), gpu.l2_latency_s, gpu.dram_latency_s,
                        reduce_l2_costs(gpu), dram_write_cost(gpu), fragment_store_l2_cost(gpu),
@@ -164,6 +178,14 @@ class TileLru:
         if entry is not None:
             self.lines.move_to_end(key)
         return entry
+
+    def lookup_old(self, key):
+        """A line not in `lines` (the fast path the replay looks up inline): none here
+        (l2_residency.ResidencyLru keeps older lines)."""
+        return None
+
+    def contains(self, key) -> bool:
+        return key in self.lines
 
     def insert(self, key, nbytes: int, dirty: bool, ready_s: float, group=None) -> int:
         """Insert a line; evict LRU lines until it fits. Returns dirty bytes written back."""
@@ -317,7 +339,7 @@ class ExactMemory:
         the L2's if the tile is in it, the DRAM's at the kernel's DRAM utilization so far if
         not (machine.loaded_trip_latency_s; dram_latency_s, a pointer chase's load-to-use time,
         without a measured curve)."""
-        if key in self.l2.lines:
+        if self.l2.contains(key):
             return self.l2_latency_s
         if self.trip_latency is None:
             return self.dram_latency_s
