@@ -55,11 +55,12 @@ def test_fa2_forward_l2_hit_rate_is_near_complete_at_moderate_n():
     r = run(problem, H100, "fa2", mode="exact")
     compulsory_reads = problem.q_bytes() + problem.kv_bytes()
     assert r.l2_hit_rate >= 0.95
-    # Q, K, V each read from DRAM about once: the 35 MiB effective L2 holds far fewer than
-    # the 100 MB, so the heads' CTAs must stay near lockstep; CTAs that drift apart re-read
-    # a few tiles (0.8%: the O stores past the dirty limit wait for room in the DRAM write
-    # queue, machine.dram_write_queue_s, and hold their CTAs unevenly)
-    assert r.dram_read_bytes == pytest.approx(compulsory_reads, rel=0.01)
+    # Q, K, V each read from DRAM about once: the 50 MiB L2 holds far fewer than the 100 MB,
+    # so the heads' CTAs must stay near lockstep; CTAs that drift apart re-read a few tiles
+    # (2.3%: the O stores past the dirty limit wait for room in the DRAM write queue,
+    # machine.dram_write_queue_s, and hold their CTAs unevenly, and re-reads from half the
+    # L2's capacity on miss a few percent of the time, the H100 probe's residency curve)
+    assert r.dram_read_bytes == pytest.approx(compulsory_reads, rel=0.03)
     assert r.dram_read_bytes >= compulsory_reads
 
 

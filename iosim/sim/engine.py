@@ -12,7 +12,7 @@ from .compute import SmUnits
 from .launch import busy_of_program, ctas_per_sm, kernel_mma_cost, kernel_rates
 from .dispatch import SlotPicker, launch_ready
 from .l1 import L1Front, SmL1, exact_l1
-from .memory import MemoryCounters, exact_memory
+from .memory import MemoryCounters, exact_memory, l2_policy
 from .pipeline import CtaContext, run_program
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
@@ -113,7 +113,7 @@ def _exact_result(schedule, gpu, rates, mem, spans: list, timeline, l2_effective
     total = _counters_dict(mem.counters)
     model = {"l2_effective_fraction": l2_effective_fraction,
              "l2_effective_capacity_bytes": gpu.l2_capacity_bytes * l2_effective_fraction,
-             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
+             "l2_policy": l2_policy(gpu),
              "l2_protocol": l2_protocol}
     return schedule_result("exact", schedule, gpu, kernels, total,
                            timeline.sorted_by_kernel_cta(), model)

@@ -35,7 +35,7 @@ from .wave_queue import WAVES, WaitPoints
 from .summary import kernel_result, schedule_result
 from .timeline import Timeline
 from .l1 import kernel_l1_hit_bytes
-from .memory import l2_cache, l2_dirty_capacity_bytes
+from .memory import l2_cache, l2_dirty_capacity_bytes, l2_policy
 from .reuse import Reuse
 
 DEFAULT_SAMPLE_BUDGET = 50_000   # sampled tile accesses replayed through the L2 model
@@ -806,7 +806,7 @@ def _simulate_fast(schedule, gpu, l2_effective_fraction: float, l2_sample_budget
                                        cohorts_of=cohorts)
     model = {"l2_effective_fraction": l2_effective_fraction,
              "l2_effective_capacity_bytes": capacity,
-             "l2_policy": "tile-level fully associative LRU, write-allocate, write-back",
+             "l2_policy": l2_policy(gpu),
              "l2_protocol": l2_protocol,
              **({"time_protocol": time_protocol} if time_protocol != l2_protocol else {}),
              **sampling,

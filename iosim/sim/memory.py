@@ -139,6 +139,14 @@ def l2_cache(gpu, capacity_bytes: float, ratio: float = 1.0) -> "TileLru":
     return ResidencyLru(capacity_bytes, gpu.l2_capacity_bytes / ratio, curve, dirty)
 
 
+def l2_policy(gpu) -> str:
+    """The L2 policy l2_cache builds on `gpu`, in words (results' model.l2_policy)."""
+    if getattr(gpu, "l2_residency_miss_curve", None) is None:
+        return "tile-level fully associative LRU, write-allocate, write-back"
+    return ("tile-level, re-reads hit by the measured residency curve at their stack distance, "
+            "dirty lines written back past the LRU's capacity, write-allocate")
+
+
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
     """Exact mode's memory on `gpu` with an L2 of effective capacity `l2_capacity_bytes`
     (l2_cache; the engine's, and the fast mode's short wave simulations, wave_queue.py)."""
