@@ -20,6 +20,14 @@ COLD_WAIT = 0.5   # a CTA waits on a tensor when its first sampled load of it wa
                   # half a tile fetch (a miss or a line in flight counts ~1, a hit 0)
 
 
+def waits_on(counts: LoadCounts) -> bool:
+    """Whether a CTA waits on a tensor: its first sampled load of it waited COLD_WAIT of a
+    tile fetch or more, or its loads of it did on average (a first load that hit by chance,
+    one re-read in many the L2's residency curve lets hit, does not make a CTA whose every
+    other load of the tensor misses one that does not wait on it)."""
+    return counts.first() >= COLD_WAIT or counts.wait >= COLD_WAIT * counts.loads
+
+
 @dataclass(frozen=True)
 class WaitCohorts:
     """A kernel's CTAs before its last partial wave grouped by which tensors' loads they wait
@@ -67,7 +75,7 @@ def wait_cohorts(cta_loads: dict, tensors, body_miss: dict):
     cohort takes the kernel's figures."""
     if not cta_loads:
         return None
-    waits = {cta: {t for t, c in loads.items() if c.loads and c.first() >= COLD_WAIT}
+    waits = {cta: {t for t, c in loads.items() if c.loads and waits_on(c)}
              for cta, loads in cta_loads.items()}
     # a tensor tells CTAs apart only where some CTAs that load it wait and others do not
     # (a CTA's own tiles, read first by it, are waited on by every CTA whose loads of them
