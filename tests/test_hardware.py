@@ -82,6 +82,9 @@ def test_config_figures_are_yaml_numbers_not_strings(stem):
     for name, points in (figures.pop("dram_trip_latency", None) or {}).items():
         figures.update({f"dram_trip_latency.{name}.{i}.{j}": x
                         for i, p in enumerate(points) for j, x in enumerate(p)})
+    figures.update({f"l2_residency_miss_curve.{i}.{j}": x for i, p in
+                    enumerate(figures.pop("l2_residency_miss_curve", None) or ())
+                    for j, x in enumerate(p)})
     assert [k for k, v in figures.items() if not (v is None or isinstance(v, (int, float)))] == []
 
 
