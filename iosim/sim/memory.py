@@ -143,8 +143,8 @@ def l2_policy(gpu) -> str:
     """The L2 policy l2_cache builds on `gpu`, in words (results' model.l2_policy)."""
     if getattr(gpu, "l2_residency_miss_curve", None) is None:
         return "tile-level fully associative LRU, write-allocate, write-back"
-    return ("tile-level, re-reads hit by the measured residency curve at their stack distance, "
-            "dirty lines written back past the LRU's capacity, write-allocate")
+    return ("tile-level, re-read hits by the measured residency curve, write-allocate, "
+            "write-back, dirty lines out at the LRU's")
 
 
 def exact_memory(gpu, l2_capacity_bytes: float) -> "ExactMemory":
