@@ -30,6 +30,7 @@ def exact_fingerprint(gpu) -> str:
     import iosim
     import iosim.algorithms as algorithms
     importlib.import_module("iosim.sim.engine")
+    importlib.import_module("iosim.sim.l2_residency")     # memory.l2_cache imports it lazily
     for info in pkgutil.iter_modules(algorithms.__path__):     # every schedule generator
         importlib.import_module(f"iosim.algorithms.{info.name}")
     root = Path(iosim.__file__).resolve().parent

@@ -34,12 +34,12 @@ from .memory import TileLru
 
 RECENT, MIDDLE, OLD = 0, 1, 2
 ALWAYS_HIT_MISS_FRACTION = 0.005     # below this miss fraction the curve's points are its floor
-FENWICK_SIZE = 1 << 18
+FENWICK_SIZE = 1 << 16      # the tree's first size; _renumber grows it past 2 x the entries
 
 
 class ResidencyLru(TileLru):
     __slots__ = ("nominal_bytes", "xs", "ms", "recent_cap", "end_cap", "middle", "old",
-                 "recent_bytes", "middle_bytes", "old_bytes", "tree", "next_idx", "err",
+                 "recent_bytes", "middle_bytes", "old_bytes", "tree", "size", "next_idx", "err",
                  "pending_wb")
 
     def __init__(self, capacity_bytes: float, nominal_bytes: float, curve,
@@ -57,15 +57,16 @@ class ResidencyLru(TileLru):
 
     def _reset(self) -> None:
         self.recent_bytes = self.middle_bytes = self.old_bytes = 0
-        self.tree = [0] * (FENWICK_SIZE + 1)
+        self.size = FENWICK_SIZE
+        self.tree = [0] * (self.size + 1)
         self.next_idx = 1
         self.err = 0.0
         self.pending_wb = 0
 
     # ---- the Fenwick tree over demotion order (middle and old) ----------------------------
     def _add(self, i: int, v: int) -> None:
-        t = self.tree
-        while i <= FENWICK_SIZE:
+        t, n = self.tree, self.size
+        while i <= n:
             t[i] += v
             i += i & -i
 
@@ -78,7 +79,11 @@ class ResidencyLru(TileLru):
         return self.middle_bytes + self.old_bytes - s
 
     def _renumber(self) -> None:
-        self.tree = [0] * (FENWICK_SIZE + 1)
+        """Indices 1..n again, in demotion order, in a tree at least twice n (so that
+        renumbering stays rare however many small lines the zones hold)."""
+        while self.size < 2 * (len(self.middle) + len(self.old)) + 2:
+            self.size *= 2
+        self.tree = [0] * (self.size + 1)
         i = 0
         for zone in (self.old, self.middle):
             for e in zone.values():
@@ -161,7 +166,7 @@ class ResidencyLru(TileLru):
         while self.recent_bytes > self.recent_cap and len(recent) > 1:
             k, e = recent.popitem(last=False)
             self.recent_bytes -= e[0]
-            if self.next_idx > FENWICK_SIZE:
+            if self.next_idx > self.size:
                 self._renumber()
             e[4], e[5] = MIDDLE, self.next_idx
             self.next_idx += 1
