@@ -2,9 +2,9 @@
 
 The L2 reuse probe (scripts/experiments/l2_reuse_probe.py, measurements/h100/l1_l2_reuse/) reads a
 tile once and re-reads it after D bytes of other distinct tiles: the H100's L2 misses none of
-the re-reads below 0.47 of its capacity, half at 0.76, nearly all at 1.6 (`GpuSpec.
-l2_residency_miss_curve`, scripts/l2_residency_curve.py) where an LRU of any one size misses
-none below it and all above. Dirty lines are another matter: both dirty probes (H200
+the re-reads below 0.49 of its capacity, 7.5% at 0.58, half at 0.72, all from 1.07 (`GpuSpec.
+l2_residency_miss_curve`, solved for the probe's own re-read steps by scripts/
+l2_residency_curve.py) where an LRU of any one size misses none below it and all above. Dirty lines are another matter: both dirty probes (H200
 l2_dirty_probe `inter`, H100 l2_hot_dirty_probe) keep what an LRU of L2_EFFECTIVE_FRACTION of
 the capacity with the dirty limit keeps, within 2.2 MiB, so a dirty line leaves the L2 (written
 back) when its stack distance passes that LRU's capacity, as it did before the curve. (Kept
